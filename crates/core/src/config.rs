@@ -1,0 +1,276 @@
+//! Configuration: defaults → TOML file → `TRAWL_<SECTION>_<KEY>` environment variables →
+//! command-line flags. Every struct denies unknown fields: a typo is an error, never a silent
+//! default. Every key is documented in the README's configuration reference; a test checks
+//! that the README names each one.
+
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use crate::Error;
+
+/// The whole configuration. One file serves every stage.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Config {
+    pub store: StoreConfig,
+    pub bus: BusConfig,
+    pub fetch: FetchConfig,
+    pub log: LogConfig,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct StoreConfig {
+    /// Where everything is stored: `file://<dir>` or a plain path, `memory://`, `s3://bucket/prefix`.
+    pub url: String,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct BusConfig {
+    /// `spool://` (durable, in the store: the default for stand-alone stages on one machine),
+    /// `inproc://` (bounded channels inside one process).
+    pub url: String,
+    /// Messages a topic holds before publishers wait (in-process bus).
+    pub capacity: usize,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct FetchConfig {
+    /// Local directory holding the bare git mirrors.
+    pub cache_dir: PathBuf,
+    /// Repositories cloned or fetched at once.
+    pub concurrency: usize,
+    /// Files larger than this are skipped (`too-large`), in bytes.
+    pub max_file_bytes: u64,
+    /// A file with a line longer than this is treated as minified (`minified`), in bytes.
+    pub max_line_bytes: usize,
+    /// Globs of paths skipped as vendored or generated, on top of the built-in list.
+    pub exclude: Vec<String>,
+    /// Seconds a clone or fetch of one repository may take before it fails with `timeout`.
+    pub timeout_secs: u64,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct LogConfig {
+    /// `text` or `json`.
+    pub format: String,
+    /// A `tracing` filter: `info`, `trawl_fetcher=debug,info`, ….
+    pub level: String,
+}
+
+impl Default for StoreConfig {
+    fn default() -> Self {
+        Self {
+            url: "file://./.trawl".into(),
+        }
+    }
+}
+
+impl Default for BusConfig {
+    fn default() -> Self {
+        Self {
+            url: "spool://".into(),
+            capacity: 1024,
+        }
+    }
+}
+
+impl Default for FetchConfig {
+    fn default() -> Self {
+        Self {
+            cache_dir: PathBuf::from(".trawl-cache/mirrors"),
+            concurrency: 4,
+            max_file_bytes: 1024 * 1024,
+            max_line_bytes: 10_000,
+            exclude: Vec::new(),
+            timeout_secs: 600,
+        }
+    }
+}
+
+impl Default for LogConfig {
+    fn default() -> Self {
+        Self {
+            format: "text".into(),
+            level: "info".into(),
+        }
+    }
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Self {
+            store: StoreConfig::default(),
+            bus: BusConfig::default(),
+            fetch: FetchConfig::default(),
+            log: LogConfig::default(),
+        }
+    }
+}
+
+/// Environment variables with the `TRAWL_` prefix that are not configuration keys.
+const NOT_KEYS: &[&str] = &["TRAWL_CONFIG"];
+
+impl Config {
+    /// Loads the layered configuration. `file` is optional; `env` is usually
+    /// `std::env::vars()`; `overrides` are `section.key=value` pairs from the command line
+    /// (values in TOML syntax, or bare strings).
+    pub fn load(
+        file: Option<&Path>,
+        env: impl IntoIterator<Item = (String, String)>,
+        overrides: &[(String, String)],
+    ) -> Result<Self, Error> {
+        let mut table = toml::Table::try_from(Config::default())
+            .map_err(|e| Error::Config(e.to_string()))?;
+        if let Some(path) = file {
+            let text = std::fs::read_to_string(path).map_err(|e| {
+                Error::Config(format!("cannot read config file {}: {e}", path.display()))
+            })?;
+            let from_file: toml::Table = text
+                .parse()
+                .map_err(|e| Error::Config(format!("{}: {e}", path.display())))?;
+            // Validate the file alone first, so its errors name the file.
+            toml::Value::Table(from_file.clone())
+                .try_into::<Config>()
+                .map_err(|e| Error::Config(format!("{}: {e}", path.display())))?;
+            merge(&mut table, from_file);
+        }
+        for (name, value) in env {
+            let Some(rest) = name.strip_prefix("TRAWL_") else {
+                continue;
+            };
+            if NOT_KEYS.contains(&name.as_str()) {
+                continue;
+            }
+            let (section, key) = rest.split_once('_').ok_or_else(|| {
+                Error::Config(format!(
+                    "environment variable {name}: expected TRAWL_<SECTION>_<KEY>"
+                ))
+            })?;
+            set(
+                &mut table,
+                &section.to_ascii_lowercase(),
+                &key.to_ascii_lowercase(),
+                &value,
+            )
+            .map_err(|e| Error::Config(format!("environment variable {name}: {e}")))?;
+        }
+        for (dotted, value) in overrides {
+            let (section, key) = dotted.split_once('.').ok_or_else(|| {
+                Error::Config(format!("--set {dotted}: expected section.key=value"))
+            })?;
+            set(&mut table, section, key, value)
+                .map_err(|e| Error::Config(format!("--set {dotted}: {e}")))?;
+        }
+        toml::Value::Table(table)
+            .try_into::<Config>()
+            .map_err(|e| Error::Config(e.to_string()))
+    }
+
+    /// Every key as `section.key`, for documentation checks and `trawl config`.
+    pub fn keys() -> Vec<String> {
+        let table = toml::Table::try_from(Config::default()).expect("defaults serialise");
+        let mut out = Vec::new();
+        for (section, v) in &table {
+            if let toml::Value::Table(t) = v {
+                out.extend(t.keys().map(|k| format!("{section}.{k}")));
+            }
+        }
+        out
+    }
+}
+
+fn merge(into: &mut toml::Table, from: toml::Table) {
+    for (k, v) in from {
+        match (into.get_mut(&k), v) {
+            (Some(toml::Value::Table(a)), toml::Value::Table(b)) => merge(a, b),
+            (_, v) => {
+                into.insert(k, v);
+            }
+        }
+    }
+}
+
+fn set(table: &mut toml::Table, section: &str, key: &str, raw: &str) -> Result<(), String> {
+    let Some(toml::Value::Table(sec)) = table.get_mut(section) else {
+        return Err(format!("unknown section {section:?}"));
+    };
+    let Some(old) = sec.get(key) else {
+        return Err(format!("unknown key {key:?} in section [{section}]"));
+    };
+    // Parse the value as TOML (numbers, booleans, arrays); a bare word is a string.
+    let parsed = format!("v = {raw}")
+        .parse::<toml::Table>()
+        .ok()
+        .and_then(|mut t| t.remove("v"))
+        .unwrap_or_else(|| toml::Value::String(raw.to_owned()));
+    let value = match (old, parsed) {
+        (toml::Value::String(_), p @ toml::Value::String(_)) => p,
+        (toml::Value::String(_), _) => toml::Value::String(raw.to_owned()),
+        (_, p) => p,
+    };
+    sec.insert(key.to_owned(), value);
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn env(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
+        pairs
+            .iter()
+            .map(|(a, b)| ((*a).to_owned(), (*b).to_owned()))
+            .collect()
+    }
+
+    #[test]
+    fn layers_apply_in_order() {
+        let dir = tempfile::tempdir().unwrap();
+        let f = dir.path().join("trawl.toml");
+        std::fs::write(&f, "[fetch]\nconcurrency = 2\nmax_file_bytes = 10\n").unwrap();
+        let c = Config::load(
+            Some(&f),
+            env(&[("TRAWL_FETCH_CONCURRENCY", "3"), ("HOME", "/x")]),
+            &[("fetch.max_file_bytes".into(), "20".into())],
+        )
+        .unwrap();
+        assert_eq!(c.fetch.concurrency, 3);
+        assert_eq!(c.fetch.max_file_bytes, 20);
+        assert_eq!(c.store, StoreConfig::default());
+        let c = Config::load(None, env(&[("TRAWL_STORE_URL", "memory://")]), &[]).unwrap();
+        assert_eq!(c.store.url, "memory://");
+        let c = Config::load(None, [], &[("fetch.exclude".into(), r#"["gen/**"]"#.into())])
+            .unwrap();
+        assert_eq!(c.fetch.exclude, ["gen/**"]);
+    }
+
+    #[test]
+    fn typos_are_errors_that_name_the_culprit() {
+        let dir = tempfile::tempdir().unwrap();
+        let f = dir.path().join("trawl.toml");
+        std::fs::write(&f, "[fetch]\nconcurency = 2\n").unwrap();
+        let e = Config::load(Some(&f), [], &[]).unwrap_err().to_string();
+        assert!(e.contains("concurency") && e.contains("trawl.toml"), "{e}");
+        let e = Config::load(None, env(&[("TRAWL_FETCH_CONCURENCY", "2")]), &[])
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("TRAWL_FETCH_CONCURENCY"), "{e}");
+        let e = Config::load(None, env(&[("TRAWL_FETCH_CONCURRENCY", "many")]), &[])
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("concurrency") || e.contains("integer"), "{e}");
+        assert!(Config::load(None, env(&[("TRAWL_CONFIG", "x.toml")]), &[]).is_ok());
+    }
+
+    #[test]
+    fn keys_lists_every_key() {
+        let keys = Config::keys();
+        assert!(keys.contains(&"store.url".to_owned()));
+        assert!(keys.contains(&"fetch.max_line_bytes".to_owned()));
+    }
+}

@@ -1,0 +1,452 @@
+//! Versioned records and events, with their Arrow schemas.
+//!
+//! Every record is a plain serde struct; its Arrow schema is written out by hand beside it (so
+//! column types and nullability are a decision, not an accident of inference) and the two are
+//! converted with `serde_arrow`. A test round-trips each record through its schema, so the
+//! struct and the schema cannot drift.
+//!
+//! Events travel on the bus as JSON; rows are stored as Parquet (zstd). Each carries a
+//! `schema_version`: readers refuse versions newer than they know, with a message saying so.
+
+use std::sync::Arc;
+
+use arrow_array::RecordBatch;
+use arrow_schema::{DataType, Field, FieldRef, Schema, SchemaRef};
+use bytes::Bytes;
+use serde::{Deserialize, Serialize, de::DeserializeOwned};
+
+use crate::Error;
+use crate::ids::{BlobId, ChunkId, CommitId, ContentHash, RepoId, RunId};
+
+/// Version of [`FileEvent`] written by this release.
+pub const FILE_EVENT_VERSION: u32 = 1;
+/// Version of [`ManifestRow`] written by this release.
+pub const MANIFEST_VERSION: u32 = 1;
+/// Version of [`ChunkRecord`] written by this release.
+pub const CHUNK_VERSION: u32 = 1;
+/// Version of [`EmbeddingRecord`] written by this release.
+pub const EMBEDDING_VERSION: u32 = 1;
+/// Version of [`RepoState`] written by this release.
+pub const REPO_STATE_VERSION: u32 = 1;
+
+/// What happened to a file between two commits.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum FileOp {
+    /// Added, modified or renamed: (re)chunk it.
+    Upsert,
+    /// Deleted, or no longer indexable: its chunks leave the live set with the next manifest.
+    Delete,
+}
+
+/// One changed file, published by the fetcher on the `files` topic (JSON), keyed by repo.
+///
+/// Content travels inline (it is never larger than the fetcher's size cap). A rename is one
+/// `upsert` of the new path with `renamed_from` set: the old path's chunks drop out because
+/// the commit's manifest no longer names it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FileEvent {
+    pub schema_version: u32,
+    pub op: FileOp,
+    pub repo: RepoId,
+    pub commit: CommitId,
+    pub path: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub renamed_from: Option<String>,
+    /// `None` for deletes.
+    #[serde(default)]
+    pub blob: Option<BlobId>,
+    #[serde(default)]
+    pub language: Option<String>,
+    /// Size of the file in git, in bytes (before any re-encoding).
+    pub size: u64,
+    /// The encoding the bytes were decoded from when it was not UTF-8 (`UTF-16LE`, `Shift_JIS`…).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub encoding: Option<String>,
+    /// The file as UTF-8 text; `None` for deletes.
+    #[serde(default)]
+    pub content: Option<String>,
+    pub run: RunId,
+}
+
+impl FileEvent {
+    pub fn to_json(&self) -> Bytes {
+        Bytes::from(serde_json::to_vec(self).expect("a FileEvent always serialises"))
+    }
+
+    pub fn from_json(bytes: &[u8]) -> Result<Self, Error> {
+        let ev: Self = serde_json::from_slice(bytes).map_err(|e| Error::Record {
+            what: "file event",
+            reason: e.to_string(),
+        })?;
+        check_version("file event", ev.schema_version, FILE_EVENT_VERSION)?;
+        Ok(ev)
+    }
+}
+
+/// Whether a file of a commit is indexed, and if not why.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ManifestRow {
+    pub schema_version: u32,
+    pub repo_id: RepoId,
+    pub commit: CommitId,
+    pub path: String,
+    pub blob: Option<BlobId>,
+    pub language: Option<String>,
+    pub size: u64,
+    /// `None` when the file is indexed; otherwise the skip reason (`binary`, `too-large`,
+    /// `secret`, `vendored`, …).
+    pub skip_reason: Option<String>,
+    pub encoding: Option<String>,
+}
+
+impl ManifestRow {
+    pub fn schema() -> SchemaRef {
+        schema(vec![
+            Field::new("schema_version", DataType::UInt32, false),
+            Field::new("repo_id", DataType::Utf8, false),
+            Field::new("commit", DataType::Utf8, false),
+            Field::new("path", DataType::Utf8, false),
+            Field::new("blob", DataType::Utf8, true),
+            Field::new("language", DataType::Utf8, true),
+            Field::new("size", DataType::UInt64, false),
+            Field::new("skip_reason", DataType::Utf8, true),
+            Field::new("encoding", DataType::Utf8, true),
+        ])
+    }
+}
+
+/// One retrievable unit, as ARCHITECTURE.md describes it. Filled in by the chunk worker.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ChunkRecord {
+    pub schema_version: u32,
+    pub chunk_id: ChunkId,
+    pub content_hash: ContentHash,
+    pub repo_id: RepoId,
+    pub path: String,
+    pub blob: BlobId,
+    pub language: String,
+    /// function, method, class, class_skeleton, module, interface, impl, section, window, toc…
+    pub kind: String,
+    pub symbol: Option<String>,
+    pub qualified_name: Option<String>,
+    /// Generated: path · scope chain · imports · language.
+    pub header: String,
+    /// The code only, as it is in the file.
+    pub text: String,
+    pub start_line: u32,
+    pub end_line: u32,
+    pub start_byte: u64,
+    pub end_byte: u64,
+    pub parent_id: Option<ChunkId>,
+    pub children_ids: Vec<ChunkId>,
+    pub calls: Vec<String>,
+    pub imports: Vec<String>,
+    pub token_estimate: u32,
+    pub chunker_version: String,
+}
+
+impl ChunkRecord {
+    pub fn schema() -> SchemaRef {
+        let list = |name: &str| {
+            Field::new(
+                name,
+                DataType::List(Arc::new(Field::new("item", DataType::Utf8, false))),
+                false,
+            )
+        };
+        schema(vec![
+            Field::new("schema_version", DataType::UInt32, false),
+            Field::new("chunk_id", DataType::Utf8, false),
+            Field::new("content_hash", DataType::Utf8, false),
+            Field::new("repo_id", DataType::Utf8, false),
+            Field::new("path", DataType::Utf8, false),
+            Field::new("blob", DataType::Utf8, false),
+            Field::new("language", DataType::Utf8, false),
+            Field::new("kind", DataType::Utf8, false),
+            Field::new("symbol", DataType::Utf8, true),
+            Field::new("qualified_name", DataType::Utf8, true),
+            Field::new("header", DataType::Utf8, false),
+            Field::new("text", DataType::Utf8, false),
+            Field::new("start_line", DataType::UInt32, false),
+            Field::new("end_line", DataType::UInt32, false),
+            Field::new("start_byte", DataType::UInt64, false),
+            Field::new("end_byte", DataType::UInt64, false),
+            Field::new("parent_id", DataType::Utf8, true),
+            list("children_ids"),
+            list("calls"),
+            list("imports"),
+            Field::new("token_estimate", DataType::UInt32, false),
+            Field::new("chunker_version", DataType::Utf8, false),
+        ])
+    }
+}
+
+/// One vector, keyed by `(model, dims, dtype, content_hash)`. Filled in by the embed worker.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct EmbeddingRecord {
+    pub schema_version: u32,
+    pub content_hash: ContentHash,
+    pub model: String,
+    pub dims: u32,
+    /// `float`, `int8`, `uint8`, `binary`, `ubinary`.
+    pub dtype: String,
+    /// Set for `float`.
+    pub vector: Option<Vec<f32>>,
+    /// Set for the integer and bit-packed types.
+    pub vector_bytes: Option<Vec<u8>>,
+    pub tokens: u32,
+}
+
+impl EmbeddingRecord {
+    pub fn schema() -> SchemaRef {
+        schema(vec![
+            Field::new("schema_version", DataType::UInt32, false),
+            Field::new("content_hash", DataType::Utf8, false),
+            Field::new("model", DataType::Utf8, false),
+            Field::new("dims", DataType::UInt32, false),
+            Field::new("dtype", DataType::Utf8, false),
+            Field::new(
+                "vector",
+                DataType::List(Arc::new(Field::new("item", DataType::Float32, false))),
+                true,
+            ),
+            Field::new("vector_bytes", DataType::Binary, true),
+            Field::new("tokens", DataType::UInt32, false),
+        ])
+    }
+}
+
+/// `repos/<repo_id>/state.json`: what the fetcher last indexed. Written only after every event
+/// of that commit was acknowledged by the bus.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RepoState {
+    pub schema_version: u32,
+    pub repo: RepoId,
+    /// The remote without credentials.
+    pub url: String,
+    pub branch: String,
+    pub last_commit: CommitId,
+    pub last_run: RunId,
+    /// RFC 3339.
+    pub indexed_at: String,
+}
+
+fn schema(fields: Vec<Field>) -> SchemaRef {
+    Arc::new(Schema::new(fields))
+}
+
+/// A record type with a fixed Arrow schema.
+pub trait Row: Serialize + DeserializeOwned {
+    const NAME: &'static str;
+    const VERSION: u32;
+    fn arrow_schema() -> SchemaRef;
+    fn version(&self) -> u32;
+}
+
+macro_rules! row {
+    ($t:ty, $name:literal, $v:ident) => {
+        impl Row for $t {
+            const NAME: &'static str = $name;
+            const VERSION: u32 = $v;
+            fn arrow_schema() -> SchemaRef {
+                <$t>::schema()
+            }
+            fn version(&self) -> u32 {
+                self.schema_version
+            }
+        }
+    };
+}
+row!(ManifestRow, "manifest", MANIFEST_VERSION);
+row!(ChunkRecord, "chunk", CHUNK_VERSION);
+row!(EmbeddingRecord, "embedding", EMBEDDING_VERSION);
+
+fn fields_of(schema: &SchemaRef) -> Vec<FieldRef> {
+    schema.fields().iter().cloned().collect()
+}
+
+/// Rows → one Arrow batch in the record's schema.
+pub fn to_batch<R: Row>(rows: &[R]) -> Result<RecordBatch, Error> {
+    serde_arrow::to_record_batch(&fields_of(&R::arrow_schema()), &rows).map_err(|e| {
+        Error::Record {
+            what: R::NAME,
+            reason: e.to_string(),
+        }
+    })
+}
+
+/// An Arrow batch → rows, refusing rows written by a newer release.
+pub fn from_batch<R: Row>(batch: &RecordBatch) -> Result<Vec<R>, Error> {
+    let rows: Vec<R> = serde_arrow::from_record_batch(batch).map_err(|e| Error::Record {
+        what: R::NAME,
+        reason: e.to_string(),
+    })?;
+    for r in &rows {
+        check_version(R::NAME, r.version(), R::VERSION)?;
+    }
+    Ok(rows)
+}
+
+/// Rows → a Parquet file (zstd, statistics on), ready for the store.
+pub fn to_parquet<R: Row>(rows: &[R]) -> Result<Bytes, Error> {
+    use parquet::arrow::ArrowWriter;
+    use parquet::basic::{Compression, ZstdLevel};
+    use parquet::file::properties::WriterProperties;
+
+    let batch = to_batch(rows)?;
+    let props = WriterProperties::builder()
+        .set_compression(Compression::ZSTD(ZstdLevel::default()))
+        .set_max_row_group_row_count(Some(64 * 1024))
+        .build();
+    let err = |e: parquet::errors::ParquetError| Error::Record {
+        what: R::NAME,
+        reason: e.to_string(),
+    };
+    let mut buf = Vec::new();
+    let mut w = ArrowWriter::try_new(&mut buf, R::arrow_schema(), Some(props)).map_err(err)?;
+    w.write(&batch).map_err(err)?;
+    w.close().map_err(err)?;
+    Ok(Bytes::from(buf))
+}
+
+/// A Parquet file → rows.
+pub fn from_parquet<R: Row>(bytes: Bytes) -> Result<Vec<R>, Error> {
+    use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+    let err = |e: &dyn std::fmt::Display| Error::Record {
+        what: R::NAME,
+        reason: e.to_string(),
+    };
+    let reader = ParquetRecordBatchReaderBuilder::try_new(bytes)
+        .map_err(|e| err(&e))?
+        .build()
+        .map_err(|e| err(&e))?;
+    let mut out = Vec::new();
+    for batch in reader {
+        out.extend(from_batch::<R>(&batch.map_err(|e| err(&e))?)?);
+    }
+    Ok(out)
+}
+
+fn check_version(what: &'static str, found: u32, known: u32) -> Result<(), Error> {
+    if found > known {
+        return Err(Error::Record {
+            what,
+            reason: format!(
+                "schema version {found} was written by a newer trawl (this one reads up to \
+                 {known}): upgrade trawl"
+            ),
+        });
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::hash;
+
+    fn repo() -> RepoId {
+        RepoId::parse("github.com/pallets/flask").unwrap()
+    }
+
+    fn commit() -> CommitId {
+        "a".repeat(40).parse().unwrap()
+    }
+
+    pub(crate) fn sample_chunk() -> ChunkRecord {
+        let id = hash::chunk_id(&repo(), "app.py", "function", "run", 0);
+        ChunkRecord {
+            schema_version: CHUNK_VERSION,
+            chunk_id: id,
+            content_hash: hash::content_hash("1", "h", "def run(): pass"),
+            repo_id: repo(),
+            path: "app.py".into(),
+            blob: "b".repeat(40).parse().unwrap(),
+            language: "python".into(),
+            kind: "function".into(),
+            symbol: Some("run".into()),
+            qualified_name: Some("app.run".into()),
+            header: "app.py · function run · python".into(),
+            text: "def run(): pass".into(),
+            start_line: 1,
+            end_line: 1,
+            start_byte: 0,
+            end_byte: 15,
+            parent_id: None,
+            children_ids: vec![id],
+            calls: vec!["print".into()],
+            imports: vec![],
+            token_estimate: 5,
+            chunker_version: "1".into(),
+        }
+    }
+
+    #[test]
+    fn every_record_round_trips_through_its_schema_and_parquet() {
+        let m = ManifestRow {
+            schema_version: MANIFEST_VERSION,
+            repo_id: repo(),
+            commit: commit(),
+            path: "a/b.py".into(),
+            blob: None,
+            language: Some("python".into()),
+            size: 3,
+            skip_reason: Some("binary".into()),
+            encoding: None,
+        };
+        assert_eq!(from_parquet::<ManifestRow>(to_parquet(&[m.clone()]).unwrap()).unwrap(), [m]);
+        let c = sample_chunk();
+        assert_eq!(from_parquet::<ChunkRecord>(to_parquet(&[c.clone()]).unwrap()).unwrap(), [c]);
+        let e = EmbeddingRecord {
+            schema_version: EMBEDDING_VERSION,
+            content_hash: hash::content_hash("1", "", "x"),
+            model: "voyage-code-3".into(),
+            dims: 2,
+            dtype: "float".into(),
+            vector: Some(vec![0.6, 0.8]),
+            vector_bytes: None,
+            tokens: 1,
+        };
+        let back = from_parquet::<EmbeddingRecord>(to_parquet(&[e.clone()]).unwrap()).unwrap();
+        assert_eq!(back, [e]);
+        assert_eq!(to_batch(&[sample_chunk()]).unwrap().schema(), ChunkRecord::schema());
+    }
+
+    #[test]
+    fn newer_versions_are_refused_with_a_clear_message() {
+        let mut c = sample_chunk();
+        c.schema_version = CHUNK_VERSION + 1;
+        let err = from_parquet::<ChunkRecord>(to_parquet(&[c]).unwrap()).unwrap_err();
+        assert!(err.to_string().contains("upgrade trawl"), "{err}");
+        let ev = serde_json::json!({
+            "schema_version": 99, "op": "delete", "repo": "github.com/a/b",
+            "commit": "a".repeat(40), "path": "x", "size": 0, "run": "r1"
+        });
+        let err = FileEvent::from_json(ev.to_string().as_bytes()).unwrap_err();
+        assert!(err.to_string().contains("newer trawl"), "{err}");
+    }
+
+    #[test]
+    fn file_events_are_json_with_lowercase_ops() {
+        let ev = FileEvent {
+            schema_version: FILE_EVENT_VERSION,
+            op: FileOp::Upsert,
+            repo: repo(),
+            commit: commit(),
+            path: "x.py".into(),
+            renamed_from: Some("y.py".into()),
+            blob: Some("c".repeat(40).parse().unwrap()),
+            language: Some("python".into()),
+            size: 1,
+            encoding: None,
+            content: Some("x".into()),
+            run: RunId::new(),
+        };
+        let j = ev.to_json();
+        assert!(std::str::from_utf8(&j).unwrap().contains("\"op\":\"upsert\""));
+        assert_eq!(FileEvent::from_json(&j).unwrap(), ev);
+    }
+}

@@ -1,0 +1,292 @@
+//! The **store** seam: every stage's output is an object under one root, reached through
+//! `object_store` and resolved from a URL (quickwit's `StorageResolver`).
+//!
+//! | URL | backend |
+//! |---|---|
+//! | `file://<dir>`, `file:///abs/dir`, or a plain path | local directory (created if missing) |
+//! | `memory://` | in memory, for tests |
+//! | `s3://bucket[/prefix]` | S3 or an S3-compatible store; credentials and endpoint from the standard `AWS_*` environment |
+//!
+//! Every `put` is atomic on every backend: readers see the old object or the new one, never a
+//! torn write (the local backend stages to a temporary file and renames). Small control
+//! objects (`state.json`, `CURRENT`) are replaced with [`Store::put`]; [`Store::create`] is a
+//! conditional put that fails if the object exists.
+//!
+//! Keys are built only by the functions in [`keys`], from validated identities.
+
+use std::sync::Arc;
+
+use bytes::Bytes;
+use futures::TryStreamExt;
+use object_store::path::Path;
+use object_store::{ObjectStore, ObjectStoreExt, PutMode, PutOptions, PutPayload};
+
+use crate::Error;
+use crate::error::StoreOp;
+
+/// A handle on the store root. Cheap to clone.
+#[derive(Clone)]
+pub struct Store {
+    inner: Arc<dyn ObjectStore>,
+    prefix: Path,
+    url: String,
+}
+
+impl std::fmt::Debug for Store {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Store({})", self.url)
+    }
+}
+
+impl Store {
+    /// Resolves a store URL (see the module docs).
+    pub fn from_url(url: &str) -> Result<Self, Error> {
+        let bad = |reason: String| Error::StoreUrl {
+            url: url.to_owned(),
+            reason,
+        };
+        if url == "memory://" || url == "memory:" {
+            return Ok(Self::memory());
+        }
+        if let Some(rest) = url.strip_prefix("s3://") {
+            let (bucket, prefix) = rest.split_once('/').unwrap_or((rest, ""));
+            if bucket.is_empty() {
+                return Err(bad("no bucket: use s3://bucket[/prefix]".into()));
+            }
+            let s3 = object_store::aws::AmazonS3Builder::from_env()
+                .with_bucket_name(bucket)
+                .build()
+                .map_err(|e| bad(e.to_string()))?;
+            return Ok(Self {
+                inner: Arc::new(s3),
+                prefix: Path::from(prefix.trim_matches('/')),
+                url: url.to_owned(),
+            });
+        }
+        if url.contains("://") && !url.starts_with("file://") {
+            return Err(bad(
+                "unsupported scheme: use file://<dir>, a path, memory:// or s3://bucket/prefix"
+                    .into(),
+            ));
+        }
+        let dir = url.strip_prefix("file://").unwrap_or(url);
+        if dir.is_empty() {
+            return Err(bad("no directory".into()));
+        }
+        std::fs::create_dir_all(dir)
+            .map_err(|e| bad(format!("cannot create the directory: {e}")))?;
+        let local = object_store::local::LocalFileSystem::new_with_prefix(dir)
+            .map_err(|e| bad(e.to_string()))?
+            .with_automatic_cleanup(true);
+        Ok(Self {
+            inner: Arc::new(local),
+            prefix: Path::default(),
+            url: url.to_owned(),
+        })
+    }
+
+    /// An empty in-memory store.
+    pub fn memory() -> Self {
+        Self {
+            inner: Arc::new(object_store::memory::InMemory::new()),
+            prefix: Path::default(),
+            url: "memory://".into(),
+        }
+    }
+
+    /// The URL this store was resolved from.
+    pub fn url(&self) -> &str {
+        &self.url
+    }
+
+    /// The underlying object store and the root prefix, for readers such as DataFusion.
+    pub fn object_store(&self) -> (Arc<dyn ObjectStore>, Path) {
+        (self.inner.clone(), self.prefix.clone())
+    }
+
+    fn path(&self, key: &str) -> Path {
+        let mut p = self.prefix.clone();
+        for part in key.split('/').filter(|s| !s.is_empty()) {
+            p = p.clone().join(part);
+        }
+        p
+    }
+
+    fn err(op: StoreOp, key: &str) -> impl FnOnce(object_store::Error) -> Error + '_ {
+        move |source| Error::Store {
+            op,
+            key: key.to_owned(),
+            source,
+        }
+    }
+
+    /// Writes `key` atomically, replacing any previous object.
+    pub async fn put(&self, key: &str, bytes: Bytes) -> Result<(), Error> {
+        self.inner
+            .put(&self.path(key), PutPayload::from_bytes(bytes))
+            .await
+            .map_err(Self::err(StoreOp::Put, key))?;
+        Ok(())
+    }
+
+    /// Writes `key` only if it does not exist. Returns `false` when it already did.
+    pub async fn create(&self, key: &str, bytes: Bytes) -> Result<bool, Error> {
+        let opts = PutOptions {
+            mode: PutMode::Create,
+            ..PutOptions::default()
+        };
+        match self
+            .inner
+            .put_opts(&self.path(key), PutPayload::from_bytes(bytes), opts)
+            .await
+        {
+            Ok(_) => Ok(true),
+            Err(object_store::Error::AlreadyExists { .. }) => Ok(false),
+            Err(e) => Err(Self::err(StoreOp::Put, key)(e)),
+        }
+    }
+
+    /// Reads `key`; `None` if it does not exist.
+    pub async fn get(&self, key: &str) -> Result<Option<Bytes>, Error> {
+        match self.inner.get(&self.path(key)).await {
+            Ok(r) => Ok(Some(r.bytes().await.map_err(Self::err(StoreOp::Get, key))?)),
+            Err(object_store::Error::NotFound { .. }) => Ok(None),
+            Err(e) => Err(Self::err(StoreOp::Get, key)(e)),
+        }
+    }
+
+    /// Deletes `key`; deleting a missing object is not an error.
+    pub async fn delete(&self, key: &str) -> Result<(), Error> {
+        match self.inner.delete(&self.path(key)).await {
+            Ok(()) | Err(object_store::Error::NotFound { .. }) => Ok(()),
+            Err(e) => Err(Self::err(StoreOp::Delete, key)(e)),
+        }
+    }
+
+    /// Keys under `prefix` (relative to the store root), sorted.
+    pub async fn list(&self, prefix: &str) -> Result<Vec<String>, Error> {
+        let root = self.path(prefix);
+        let metas: Vec<_> = self
+            .inner
+            .list(Some(&root))
+            .try_collect()
+            .await
+            .map_err(Self::err(StoreOp::List, prefix))?;
+        let skip = self.prefix.parts().count();
+        let mut keys: Vec<String> = metas
+            .into_iter()
+            .map(|m| {
+                m.location
+                    .parts()
+                    .skip(skip)
+                    .map(|p| p.as_ref().to_owned())
+                    .collect::<Vec<_>>()
+                    .join("/")
+            })
+            .collect();
+        keys.sort();
+        Ok(keys)
+    }
+
+    /// Reads and parses a JSON object; `None` if missing.
+    pub async fn get_json<T: serde::de::DeserializeOwned>(
+        &self,
+        key: &str,
+    ) -> Result<Option<T>, Error> {
+        let Some(bytes) = self.get(key).await? else {
+            return Ok(None);
+        };
+        serde_json::from_slice(&bytes)
+            .map(Some)
+            .map_err(|e| Error::Record {
+                what: "json object",
+                reason: format!("{key}: {e}"),
+            })
+    }
+
+    /// Writes a JSON object atomically.
+    pub async fn put_json<T: serde::Serialize>(&self, key: &str, value: &T) -> Result<(), Error> {
+        let bytes = serde_json::to_vec_pretty(value).map_err(|e| Error::Record {
+            what: "json object",
+            reason: e.to_string(),
+        })?;
+        self.put(key, Bytes::from(bytes)).await
+    }
+}
+
+/// The object layout of ARCHITECTURE.md, as functions of validated identities.
+pub mod keys {
+    use crate::ids::{CommitId, RepoId, RunId};
+
+    /// `repos/<repo_id>/state.json`
+    pub fn repo_state(repo: &RepoId) -> String {
+        format!("repos/{repo}/state.json")
+    }
+
+    /// `manifests/repo=<repo key>/<commit>.parquet` (the repo id as one segment, see
+    /// [`RepoId::key`]).
+    pub fn manifest(repo: &RepoId, commit: &CommitId) -> String {
+        format!("manifests/repo={}/{commit}.parquet", repo.key())
+    }
+
+    /// `runs/<run_id>.json`
+    pub fn run(run: &RunId) -> String {
+        format!("runs/{run}.json")
+    }
+
+    /// `bus/<topic>/`: the spool bus's messages.
+    pub fn spool(topic: &str) -> String {
+        format!("bus/{topic}/")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    async fn contract(store: Store) {
+        assert_eq!(store.get("a/b.json").await.unwrap(), None);
+        store.put("a/b.json", Bytes::from_static(b"1")).await.unwrap();
+        store.put("a/b.json", Bytes::from_static(b"2")).await.unwrap();
+        assert_eq!(store.get("a/b.json").await.unwrap().unwrap(), "2");
+        assert!(store.create("a/c", Bytes::from_static(b"x")).await.unwrap());
+        assert!(!store.create("a/c", Bytes::from_static(b"y")).await.unwrap());
+        assert_eq!(store.get("a/c").await.unwrap().unwrap(), "x");
+        store.put("z/q", Bytes::new()).await.unwrap();
+        assert_eq!(store.list("a/").await.unwrap(), ["a/b.json", "a/c"]);
+        store.delete("a/c").await.unwrap();
+        store.delete("a/c").await.unwrap();
+        assert_eq!(store.list("a").await.unwrap(), ["a/b.json"]);
+        store
+            .put_json("repos/x/state.json", &serde_json::json!({"k": 1}))
+            .await
+            .unwrap();
+        let v: serde_json::Value = store.get_json("repos/x/state.json").await.unwrap().unwrap();
+        assert_eq!(v["k"], 1);
+        assert_eq!(store.list("nothing/").await.unwrap(), Vec::<String>::new());
+    }
+
+    #[tokio::test]
+    async fn memory_store_honours_the_contract() {
+        contract(Store::from_url("memory://").unwrap()).await;
+    }
+
+    #[tokio::test]
+    async fn file_store_honours_the_contract_and_writes_real_files() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().join("store");
+        let store = Store::from_url(&format!("file://{}", root.display())).unwrap();
+        contract(store).await;
+        assert_eq!(std::fs::read(root.join("a/b.json")).unwrap(), b"2");
+        // A plain path works too.
+        let again = Store::from_url(root.to_str().unwrap()).unwrap();
+        assert_eq!(again.get("a/b.json").await.unwrap().unwrap(), "2");
+    }
+
+    #[test]
+    fn bad_urls_say_what_to_use() {
+        let e = Store::from_url("ftp://x").unwrap_err().to_string();
+        assert!(e.contains("s3://"), "{e}");
+        assert!(Store::from_url("s3://").is_err());
+    }
+}
