@@ -1,1 +1,105 @@
-fn main(){}
+//! The `trawl` binary. Each stage runs alone from here; later issues add the one-process
+//! pipeline (`trawl index`). `anyhow` lives only at this edge.
+
+mod fetch;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+use trawl_core::config::Config;
+
+/// trawl keeps an organisation-wide code search index fresh.
+#[derive(Parser)]
+#[command(name = "trawl", version, about, long_about = None)]
+struct Cli {
+    /// Configuration file (TOML). Keys are listed in the README; a typo is an error.
+    #[arg(long, short = 'c', global = true, env = "TRAWL_CONFIG")]
+    config: Option<PathBuf>,
+
+    /// Override one configuration key, e.g. `--set fetch.concurrency=8`. Repeatable; wins
+    /// over the file and `TRAWL_<SECTION>_<KEY>` environment variables.
+    #[arg(long = "set", global = true, value_name = "SECTION.KEY=VALUE", value_parser = parse_set)]
+    set: Vec<(String, String)>,
+
+    /// Store URL: a directory (default ./.trawl), file://DIR, memory:// or s3://BUCKET/PREFIX.
+    /// Same as `--set store.url=…`.
+    #[arg(long, global = true)]
+    store: Option<String>,
+
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Mirror repositories and publish the files that changed since the last run.
+    Fetch(fetch::Args),
+    /// Print the effective configuration (defaults, file, environment and flags applied).
+    Config,
+}
+
+fn parse_set(s: &str) -> Result<(String, String), String> {
+    let (k, v) = s
+        .split_once('=')
+        .ok_or_else(|| format!("expected SECTION.KEY=VALUE, got {s:?}"))?;
+    Ok((k.trim().to_owned(), v.to_owned()))
+}
+
+fn init_logging(cfg: &Config) {
+    use tracing_subscriber::EnvFilter;
+    let filter = EnvFilter::try_from_env("TRAWL_LOG")
+        .or_else(|_| EnvFilter::try_new(&cfg.log.level))
+        .unwrap_or_else(|_| EnvFilter::new("info"));
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
+    if cfg.log.format == "json" {
+        builder.json().init();
+    } else {
+        builder.init();
+    }
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let mut overrides = cli.set.clone();
+    if let Some(url) = &cli.store {
+        overrides.push(("store.url".into(), url.clone()));
+    }
+    let cfg = match Config::load(cli.config.as_deref(), std::env::vars(), &overrides) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    init_logging(&cfg);
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("error: cannot start the async runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let result = runtime.block_on(async {
+        match cli.command {
+            Command::Fetch(args) => fetch::run(&cfg, args).await,
+            Command::Config => {
+                let text = toml::to_string_pretty(&cfg)?;
+                print!("{text}");
+                Ok(ExitCode::SUCCESS)
+            }
+        }
+    });
+    match result {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}

@@ -211,11 +211,13 @@ impl Bus for InProcBus {
             let mut state = lock(&self.state);
             let t = state.entry(topic.to_owned()).or_default();
             let base = t.base;
-            t.groups.entry(group.to_owned()).or_insert_with(|| GroupState {
-                next: base,
-                low: base,
-                ..GroupState::default()
-            });
+            t.groups
+                .entry(group.to_owned())
+                .or_insert_with(|| GroupState {
+                    next: base,
+                    low: base,
+                    ..GroupState::default()
+                });
         }
         Ok(Box::new(InProcSubscription {
             topic: topic.to_owned(),
@@ -227,7 +229,10 @@ impl Bus for InProcBus {
     }
 
     async fn close(&self, topic: &str) -> Result<(), Error> {
-        lock(&self.state).entry(topic.to_owned()).or_default().closed = true;
+        lock(&self.state)
+            .entry(topic.to_owned())
+            .or_default()
+            .closed = true;
         self.notify.notify_waiters();
         Ok(())
     }
@@ -440,7 +445,9 @@ impl Bus for SpoolBus {
         body.extend_from_slice(key.as_bytes());
         body.push(b'\n');
         body.extend_from_slice(&payload);
-        self.store.put(&format!("{root}m/{name}"), Bytes::from(body)).await
+        self.store
+            .put(&format!("{root}m/{name}"), Bytes::from(body))
+            .await
     }
 
     async fn subscribe(&self, topic: &str, group: &str) -> Result<Box<dyn Subscription>, Error> {
@@ -542,10 +549,13 @@ impl Subscription for SpoolSubscription {
                     })),
                 }));
             }
-            let settled = |s: &Self| {
-                s.inflight.load(Ordering::SeqCst) == 0 && lock(&s.given_back).is_empty()
-            };
-            let closed = self.store.get(&format!("{}closed", self.root)).await?.is_some();
+            let settled =
+                |s: &Self| s.inflight.load(Ordering::SeqCst) == 0 && lock(&s.given_back).is_empty();
+            let closed = self
+                .store
+                .get(&format!("{}closed", self.root))
+                .await?
+                .is_some();
             if closed && settled(self) {
                 // Anything published before the close is listed by now; check once more.
                 self.refill().await?;
@@ -593,7 +603,9 @@ impl Settle for SpoolSettle {
                 }
             }
             if all {
-                self.store.delete(&format!("{}m/{}", self.root, self.name)).await?;
+                self.store
+                    .delete(&format!("{}m/{}", self.root, self.name))
+                    .await?;
                 for g in &groups {
                     let g = g.rsplit('/').next().unwrap_or_default();
                     self.store
@@ -674,7 +686,9 @@ pub mod suite {
         for _ in 0..90 {
             let d = recv(&mut sub).await;
             assert_eq!(d.attempt, 1);
-            seen.entry(d.key.clone()).or_default().push(d.payload.clone());
+            seen.entry(d.key.clone())
+                .or_default()
+                .push(d.payload.clone());
             d.ack().await.unwrap();
         }
         for key in ["a", "b", "c"] {
@@ -707,7 +721,10 @@ pub mod suite {
         }
         got.sort();
         let want: Vec<Bytes> = (1..4).map(|i| msg("k", i)).collect();
-        assert_eq!(got, want, "the acknowledged message never returns, the others all do");
+        assert_eq!(
+            got, want,
+            "the acknowledged message never returns, the others all do"
+        );
     }
 
     pub async fn nack_and_drop_redeliver(bus: Arc<dyn Bus>) {
@@ -777,7 +794,10 @@ pub mod suite {
             tokio::spawn(async move { bus.publish("t7", "k", msg("k", capacity)).await })
         };
         tokio::time::sleep(Duration::from_millis(100)).await;
-        assert!(!blocked.is_finished(), "publish must wait while the topic is full");
+        assert!(
+            !blocked.is_finished(),
+            "publish must wait while the topic is full"
+        );
         let d = recv(&mut sub).await;
         d.ack().await.unwrap();
         tokio::time::timeout(Duration::from_secs(20), blocked)
@@ -813,8 +833,8 @@ mod tests {
         suite::run(
             || async {
                 let i = n.fetch_add(1, Ordering::SeqCst);
-                let store = Store::from_url(dir.path().join(i.to_string()).to_str().unwrap())
-                    .unwrap();
+                let store =
+                    Store::from_url(dir.path().join(i.to_string()).to_str().unwrap()).unwrap();
                 Arc::new(SpoolBus::new(store)) as Arc<dyn Bus>
             },
             suite::Capabilities { bounded: None },
@@ -827,7 +847,9 @@ mod tests {
         let store = Store::memory();
         let bus = SpoolBus::new(store.clone());
         let mut sub = bus.subscribe("files", "chunker").await.unwrap();
-        bus.publish("files", "repo", Bytes::from_static(b"x")).await.unwrap();
+        bus.publish("files", "repo", Bytes::from_static(b"x"))
+            .await
+            .unwrap();
         let d = sub.recv().await.unwrap().unwrap();
         std::mem::forget(d);
         drop((sub, bus));
@@ -846,7 +868,9 @@ mod tests {
         let s = Store::memory();
         assert!(from_url("inproc://", &s, 8).is_ok());
         assert!(from_url("spool://", &s, 8).is_ok());
-        let e = from_url("kafka://localhost:9092", &s, 8).unwrap_err().to_string();
+        let e = from_url("kafka://localhost:9092", &s, 8)
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("spool://"), "{e}");
         assert!(from_url("nats://x", &s, 8).is_err());
     }

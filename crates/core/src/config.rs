@@ -124,8 +124,8 @@ impl Config {
         env: impl IntoIterator<Item = (String, String)>,
         overrides: &[(String, String)],
     ) -> Result<Self, Error> {
-        let mut table = toml::Table::try_from(Config::default())
-            .map_err(|e| Error::Config(e.to_string()))?;
+        let mut table =
+            toml::Table::try_from(Config::default()).map_err(|e| Error::Config(e.to_string()))?;
         if let Some(path) = file {
             let text = std::fs::read_to_string(path).map_err(|e| {
                 Error::Config(format!("cannot read config file {}: {e}", path.display()))
@@ -244,8 +244,12 @@ mod tests {
         assert_eq!(c.store, StoreConfig::default());
         let c = Config::load(None, env(&[("TRAWL_STORE_URL", "memory://")]), &[]).unwrap();
         assert_eq!(c.store.url, "memory://");
-        let c = Config::load(None, [], &[("fetch.exclude".into(), r#"["gen/**"]"#.into())])
-            .unwrap();
+        let c = Config::load(
+            None,
+            [],
+            &[("fetch.exclude".into(), r#"["gen/**"]"#.into())],
+        )
+        .unwrap();
         assert_eq!(c.fetch.exclude, ["gen/**"]);
     }
 

@@ -83,7 +83,10 @@ mod tests {
         let id = chunk_id(&repo, "src/flask/app.py", "method", "Flask.run", 0);
         let h = content_hash("1", "src/flask/app.py", "def run(): pass");
         assert_eq!(id.to_hex().len(), 32);
-        assert_eq!(id, chunk_id(&repo, "src/flask/app.py", "method", "Flask.run", 0));
+        assert_eq!(
+            id,
+            chunk_id(&repo, "src/flask/app.py", "method", "Flask.run", 0)
+        );
         assert_eq!(h, content_hash("1", "src/flask/app.py", "def run(): pass"));
         assert_eq!(id.to_hex(), PINNED_CHUNK_ID);
         assert_eq!(h.to_hex(), PINNED_CONTENT_HASH);

@@ -18,7 +18,7 @@ use crate::Error;
 ///
 /// Invariants, checked on every construction (including deserialisation):
 /// - one or more `/`-separated segments, none empty, none `.` or `..`;
-/// - no control characters, no backslash, no `~` (reserved by [`RepoId::key`]), no leading `/`;
+/// - no control characters, no backslash, no `+` (reserved by [`RepoId::key`]), no leading `/`;
 /// - at most 512 bytes.
 #[derive(Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(try_from = "String", into = "String")]
@@ -47,8 +47,13 @@ impl RepoId {
                 let path = percent_decode(rest).ok_or_else(|| bad("bad percent-encoding"))?;
                 return Self::from_local_path(Path::new(&path));
             }
-            if !matches!(scheme.as_str(), "https" | "http" | "ssh" | "git" | "git+ssh") {
-                return Err(bad("unsupported scheme (use https, ssh, git, file or a path)"));
+            if !matches!(
+                scheme.as_str(),
+                "https" | "http" | "ssh" | "git" | "git+ssh"
+            ) {
+                return Err(bad(
+                    "unsupported scheme (use https, ssh, git, file or a path)",
+                ));
             }
             let (authority, path) = rest.split_once('/').unwrap_or((rest, ""));
             let host_port = authority.rsplit_once('@').map_or(authority, |(_, h)| h);
@@ -80,7 +85,9 @@ impl RepoId {
             return Self::from_parts(&host.to_ascii_lowercase(), path).map_err(|e| bad(&e));
         }
         // Already canonical: host/owner/repo.
-        let (host, path) = s.split_once('/').ok_or_else(|| bad("no path after the host"))?;
+        let (host, path) = s
+            .split_once('/')
+            .ok_or_else(|| bad("no path after the host"))?;
         if !host.contains('.') && host != "localhost" {
             return Err(bad("the first segment is not a host name"));
         }
@@ -122,7 +129,10 @@ impl RepoId {
             return Err("no host".into());
         }
         let path = path.trim_matches('/');
-        let path = path.strip_suffix(".git").unwrap_or(path).trim_end_matches('/');
+        let path = path
+            .strip_suffix(".git")
+            .unwrap_or(path)
+            .trim_end_matches('/');
         if path.is_empty() {
             return Err("no repository path".into());
         }
@@ -135,15 +145,16 @@ impl RepoId {
         &self.0
     }
 
-    /// The id as one object-key segment (`github.com~pallets~flask`): used for hive partitions
-    /// such as `manifests/repo=<key>/`, where a `/` would start a new directory.
+    /// The id as one object-key segment (`github.com+pallets+flask`): used for hive
+    /// partitions such as `manifests/repo=<key>/`, where a `/` would start a new directory.
+    /// `+` is never part of an id, and object stores keep it as it is.
     pub fn key(&self) -> String {
-        self.0.replace('/', "~")
+        self.0.replace('/', "+")
     }
 
     /// Inverse of [`RepoId::key`].
     pub fn from_key(key: &str) -> Result<Self, Error> {
-        Self::try_from(key.replace('~', "/"))
+        Self::try_from(key.replace('+', "/"))
     }
 
     /// True for repositories on this machine (`local/...`).
@@ -180,7 +191,10 @@ fn validate(id: &str) -> Result<(), String> {
         if seg == "." || seg == ".." {
             return Err("'.' or '..' segment".into());
         }
-        if let Some(c) = seg.chars().find(|c| c.is_control() || matches!(c, '\\' | '~')) {
+        if let Some(c) = seg
+            .chars()
+            .find(|c| c.is_control() || matches!(c, '\\' | '+'))
+        {
             return Err(format!("forbidden character {c:?}"));
         }
     }
@@ -210,7 +224,9 @@ fn percent_decode(s: &str) -> Option<String> {
 /// Removes `user:password@` from anything URL-like, for messages and logs.
 pub fn redact(s: &str) -> String {
     if let Some((scheme, rest)) = s.split_once("://") {
-        let (authority, path) = rest.split_once('/').map_or((rest, None), |(a, p)| (a, Some(p)));
+        let (authority, path) = rest
+            .split_once('/')
+            .map_or((rest, None), |(a, p)| (a, Some(p)));
         if let Some((_, host)) = authority.rsplit_once('@') {
             return match path {
                 Some(p) => format!("{scheme}://***@{host}/{p}"),
@@ -224,7 +240,10 @@ pub fn redact(s: &str) -> String {
 impl TryFrom<String> for RepoId {
     type Error = Error;
     fn try_from(s: String) -> Result<Self, Error> {
-        validate(&s).map_err(|reason| Error::InvalidRepoId { input: s.clone(), reason })?;
+        validate(&s).map_err(|reason| Error::InvalidRepoId {
+            input: s.clone(),
+            reason,
+        })?;
         Ok(Self(s))
     }
 }
@@ -392,11 +411,12 @@ impl RunId {
         let stamp = humantime::format_rfc3339_millis(now)
             .to_string()
             .replace([':', '.', '-'], "");
-        let entropy = blake3::hash(
-            format!("{now:?}{}{:p}", std::process::id(), &now).as_bytes(),
-        );
+        let entropy = blake3::hash(format!("{now:?}{}{:p}", std::process::id(), &now).as_bytes());
         let b = entropy.as_bytes();
-        Self(format!("{stamp}-{:02x}{:02x}{:02x}{:02x}", b[0], b[1], b[2], b[3]))
+        Self(format!(
+            "{stamp}-{:02x}{:02x}{:02x}{:02x}",
+            b[0], b[1], b[2], b[3]
+        ))
     }
 
     pub fn as_str(&self) -> &str {
@@ -415,11 +435,15 @@ impl TryFrom<String> for RunId {
     fn try_from(s: String) -> Result<Self, Error> {
         if !s.is_empty()
             && s.len() <= 64
-            && s.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+            && s.bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
         {
             Ok(Self(s))
         } else {
-            Err(Error::InvalidId { kind: "RunId", input: s })
+            Err(Error::InvalidId {
+                kind: "RunId",
+                input: s,
+            })
         }
     }
 }
@@ -501,7 +525,10 @@ mod tests {
             assert!(RepoId::parse(s).is_err(), "{s:?} should be refused");
         }
         for s in ["/../etc", "../a", "a/b"] {
-            assert!(RepoId::try_from(s.to_owned()).is_err() || !s.contains(".."), "{s}");
+            assert!(
+                RepoId::try_from(s.to_owned()).is_err() || !s.contains(".."),
+                "{s}"
+            );
         }
         assert!(RepoId::try_from("/abs/x".to_owned()).is_err());
         assert!(serde_json::from_str::<RepoId>("\"a/../b\"").is_err());
@@ -520,10 +547,11 @@ mod tests {
     #[test]
     fn key_round_trips_and_is_one_segment() {
         let r = RepoId::parse("https://github.com/pallets/flask").unwrap();
-        assert_eq!(r.key(), "github.com~pallets~flask");
+        assert_eq!(r.key(), "github.com+pallets+flask");
         assert!(!r.key().contains('/'));
         assert_eq!(RepoId::from_key(&r.key()).unwrap(), r);
-        assert!(RepoId::parse("https://host/~user/repo").is_err());
+        assert!(RepoId::parse("https://host/a+b/repo").is_err());
+        assert!(RepoId::parse("https://host/~user/repo").is_ok());
     }
 
     #[test]

@@ -127,7 +127,11 @@ mod tests {
             ("Rakefile", "", Some("ruby")),
             ("bin/tool", "#!/usr/bin/env python3\n", Some("python")),
             ("bin/run", "#!/bin/bash -e\n", Some("bash")),
-            ("bin/x", "#!/usr/bin/env -S node --harmony\n", Some("javascript")),
+            (
+                "bin/x",
+                "#!/usr/bin/env -S node --harmony\n",
+                Some("javascript"),
+            ),
             ("bin/x", "no shebang", None),
             ("weird.xyz", "", None),
             ("notes.txt", "", Some("text")),

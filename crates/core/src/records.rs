@@ -270,11 +270,9 @@ fn fields_of(schema: &SchemaRef) -> Vec<FieldRef> {
 
 /// Rows → one Arrow batch in the record's schema.
 pub fn to_batch<R: Row>(rows: &[R]) -> Result<RecordBatch, Error> {
-    serde_arrow::to_record_batch(&fields_of(&R::arrow_schema()), &rows).map_err(|e| {
-        Error::Record {
-            what: R::NAME,
-            reason: e.to_string(),
-        }
+    serde_arrow::to_record_batch(&fields_of(&R::arrow_schema()), &rows).map_err(|e| Error::Record {
+        what: R::NAME,
+        reason: e.to_string(),
     })
 }
 
@@ -397,9 +395,15 @@ mod tests {
             skip_reason: Some("binary".into()),
             encoding: None,
         };
-        assert_eq!(from_parquet::<ManifestRow>(to_parquet(&[m.clone()]).unwrap()).unwrap(), [m]);
+        assert_eq!(
+            from_parquet::<ManifestRow>(to_parquet(&[m.clone()]).unwrap()).unwrap(),
+            [m]
+        );
         let c = sample_chunk();
-        assert_eq!(from_parquet::<ChunkRecord>(to_parquet(&[c.clone()]).unwrap()).unwrap(), [c]);
+        assert_eq!(
+            from_parquet::<ChunkRecord>(to_parquet(&[c.clone()]).unwrap()).unwrap(),
+            [c]
+        );
         let e = EmbeddingRecord {
             schema_version: EMBEDDING_VERSION,
             content_hash: hash::content_hash("1", "", "x"),
@@ -412,7 +416,10 @@ mod tests {
         };
         let back = from_parquet::<EmbeddingRecord>(to_parquet(&[e.clone()]).unwrap()).unwrap();
         assert_eq!(back, [e]);
-        assert_eq!(to_batch(&[sample_chunk()]).unwrap().schema(), ChunkRecord::schema());
+        assert_eq!(
+            to_batch(&[sample_chunk()]).unwrap().schema(),
+            ChunkRecord::schema()
+        );
     }
 
     #[test]
@@ -446,7 +453,11 @@ mod tests {
             run: RunId::new(),
         };
         let j = ev.to_json();
-        assert!(std::str::from_utf8(&j).unwrap().contains("\"op\":\"upsert\""));
+        assert!(
+            std::str::from_utf8(&j)
+                .unwrap()
+                .contains("\"op\":\"upsert\"")
+        );
         assert_eq!(FileEvent::from_json(&j).unwrap(), ev);
     }
 }

@@ -246,8 +246,14 @@ mod tests {
 
     async fn contract(store: Store) {
         assert_eq!(store.get("a/b.json").await.unwrap(), None);
-        store.put("a/b.json", Bytes::from_static(b"1")).await.unwrap();
-        store.put("a/b.json", Bytes::from_static(b"2")).await.unwrap();
+        store
+            .put("a/b.json", Bytes::from_static(b"1"))
+            .await
+            .unwrap();
+        store
+            .put("a/b.json", Bytes::from_static(b"2"))
+            .await
+            .unwrap();
         assert_eq!(store.get("a/b.json").await.unwrap().unwrap(), "2");
         assert!(store.create("a/c", Bytes::from_static(b"x")).await.unwrap());
         assert!(!store.create("a/c", Bytes::from_static(b"y")).await.unwrap());

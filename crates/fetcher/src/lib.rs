@@ -1,1 +1,630 @@
-//! placeholder
+//! # trawl-fetcher
+//!
+//! Turns "thousands of repositories, every night" into a small stream of changed files.
+//!
+//! For each repository of a run, concurrently up to `fetch.concurrency`:
+//! 1. **sync** its bare mirror in the cache directory ([`git`]): one reference advertisement,
+//!    and a fetch of the indexed branch only when its head moved;
+//! 2. **diff** the new head's tree against the last indexed commit (`repos/<id>/state.json`):
+//!    from the mirror's copy of that commit's tree when it has one, else from that commit's
+//!    manifest in the store — so a force-push, a lost cache or a new machine still diff
+//!    correctly, and an unchanged head publishes nothing;
+//! 3. **classify** each changed file ([`policy`]): indexed, or skipped with a reason;
+//! 4. **publish** one event per changed file on the `files` topic, content inline, then write
+//!    the commit's manifest (every file, with skip reasons), and only then `state.json`. A
+//!    crash before `state.json` re-sends the commit on the next run; it never skips it.
+//!
+//! Renames are exact (same blob at a new path): one `upsert` of the new path with
+//! `renamed_from`. A rename with edits is an `upsert` of the new path and a `delete` of the old.
+//!
+//! Git work is blocking and runs on tokio's blocking pool; events stream to the async
+//! publisher through a bounded channel, so memory stays bounded on a first run of a large
+//! repository.
+
+pub mod git;
+pub mod policy;
+pub mod repos;
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use futures::StreamExt;
+use git2::Oid;
+use serde::Serialize;
+use tokio::sync::mpsc;
+use trawl_core::bus::Bus;
+use trawl_core::config::FetchConfig;
+use trawl_core::records::{
+    self, FILE_EVENT_VERSION, FileEvent, FileOp, MANIFEST_VERSION, ManifestRow, REPO_STATE_VERSION,
+    RepoState,
+};
+use trawl_core::store::{Store, keys};
+use trawl_core::{BlobId, CommitId, RepoId, RunId, language};
+
+pub use git::{FailureReason, RepoFailure};
+pub use policy::SkipReason;
+pub use repos::RepoSpec;
+
+/// The topic file events are published on.
+pub const FILES_TOPIC: &str = "files";
+
+/// What the fetcher emits for one changed file: an event (published, or that would be in a
+/// dry run), or a skip.
+#[derive(Clone, Debug)]
+pub enum Emitted {
+    Event(FileEvent),
+    Skip {
+        repo: RepoId,
+        path: String,
+        blob: Option<BlobId>,
+        language: Option<String>,
+        size: u64,
+        reason: SkipReason,
+    },
+}
+
+/// One line of `trawl fetch --json`.
+#[derive(Serialize)]
+pub struct JsonLine<'a> {
+    pub op: &'static str,
+    pub repo: &'a RepoId,
+    pub path: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub renamed_from: Option<&'a str>,
+    pub blob: Option<&'a BlobId>,
+    pub language: Option<&'a str>,
+    pub size: u64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reason: Option<&'static str>,
+}
+
+impl Emitted {
+    pub fn json_line(&self) -> JsonLine<'_> {
+        match self {
+            Emitted::Event(e) => JsonLine {
+                op: match e.op {
+                    FileOp::Upsert => "upsert",
+                    FileOp::Delete => "delete",
+                },
+                repo: &e.repo,
+                path: &e.path,
+                renamed_from: e.renamed_from.as_deref(),
+                blob: e.blob.as_ref(),
+                language: e.language.as_deref(),
+                size: e.size,
+                reason: None,
+            },
+            Emitted::Skip {
+                repo,
+                path,
+                blob,
+                language,
+                size,
+                reason,
+            } => JsonLine {
+                op: "skip",
+                repo,
+                path,
+                renamed_from: None,
+                blob: blob.as_ref(),
+                language: language.as_deref(),
+                size: *size,
+                reason: Some(reason.as_str()),
+            },
+        }
+    }
+}
+
+/// What happened to one repository in a run.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct RepoReport {
+    pub repo: Option<RepoId>,
+    pub url: String,
+    pub branch: Option<String>,
+    pub old_commit: Option<String>,
+    pub new_commit: Option<String>,
+    /// `updated`, `unchanged` or `failed`.
+    pub status: &'static str,
+    pub failure: Option<RepoFailure>,
+    pub files: u64,
+    pub upserts: u64,
+    pub deletes: u64,
+    pub renames: u64,
+    pub skips: BTreeMap<SkipReason, u64>,
+    /// Content bytes published.
+    pub bytes: u64,
+    pub millis: u64,
+}
+
+/// `runs/<run_id>.json`.
+#[derive(Clone, Debug, Serialize)]
+pub struct RunReport {
+    pub run: RunId,
+    pub stage: &'static str,
+    pub dry_run: bool,
+    pub started_at: String,
+    pub finished_at: String,
+    pub repos: Vec<RepoReport>,
+}
+
+impl RunReport {
+    pub fn failed(&self) -> usize {
+        self.repos.iter().filter(|r| r.failure.is_some()).count()
+    }
+}
+
+/// Receives progress as a run goes; every method has a no-op default.
+pub trait Observer: Send + Sync {
+    fn repo_started(&self, _url: &str) {}
+    fn emitted(&self, _item: &Emitted) {}
+    fn repo_finished(&self, _report: &RepoReport) {}
+}
+
+/// An observer that ignores everything.
+pub struct Quiet;
+impl Observer for Quiet {}
+
+/// Options of one run.
+#[derive(Clone, Debug, Default)]
+pub struct RunOptions {
+    /// Sync and diff, but write nothing to the store and publish nothing.
+    pub dry_run: bool,
+    /// Diff from this commit-ish instead of the stored state.
+    pub since: Option<String>,
+}
+
+/// The fetch stage.
+pub struct Fetcher {
+    cfg: FetchConfig,
+    store: Store,
+    bus: Arc<dyn Bus>,
+}
+
+/// Bounded queue between the git thread and the publisher of one repository.
+const EVENT_QUEUE: usize = 64;
+
+impl Fetcher {
+    pub fn new(cfg: FetchConfig, store: Store, bus: Arc<dyn Bus>) -> Self {
+        Self { cfg, store, bus }
+    }
+
+    /// Runs over every repository; one repository's failure is reported, never fatal.
+    pub async fn run(
+        &self,
+        specs: &[RepoSpec],
+        opts: &RunOptions,
+        observer: Arc<dyn Observer>,
+    ) -> RunReport {
+        let run = RunId::new();
+        let started_at = humantime::format_rfc3339_seconds(std::time::SystemTime::now());
+        let reports: Vec<RepoReport> = futures::stream::iter(specs.iter().cloned())
+            .map(|spec| {
+                let observer = observer.clone();
+                let run = run.clone();
+                async move {
+                    observer.repo_started(&spec.display_url);
+                    let t0 = Instant::now();
+                    let mut report = RepoReport {
+                        repo: Some(spec.id.clone()),
+                        url: spec.display_url.clone(),
+                        ..RepoReport::default()
+                    };
+                    if let Err(f) = self
+                        .one(&spec, opts, &run, &mut report, observer.as_ref())
+                        .await
+                    {
+                        tracing::warn!(repo = %spec.id, reason = f.reason.as_str(), error = %f.message, "repository failed");
+                        report.status = "failed";
+                        report.failure = Some(f);
+                    }
+                    report.millis = t0.elapsed().as_millis() as u64;
+                    observer.repo_finished(&report);
+                    report
+                }
+            })
+            .buffer_unordered(self.cfg.concurrency.max(1))
+            .collect()
+            .await;
+        let mut reports = reports;
+        reports.sort_by(|a, b| a.url.cmp(&b.url));
+        let report = RunReport {
+            run,
+            stage: "fetch",
+            dry_run: opts.dry_run,
+            started_at: started_at.to_string(),
+            finished_at: humantime::format_rfc3339_seconds(std::time::SystemTime::now())
+                .to_string(),
+            repos: reports,
+        };
+        if !opts.dry_run
+            && let Err(e) = self.store.put_json(&keys::run(&report.run), &report).await
+        {
+            tracing::error!(error = %e, "cannot write the run report");
+        }
+        report
+    }
+
+    async fn one(
+        &self,
+        spec: &RepoSpec,
+        opts: &RunOptions,
+        run: &RunId,
+        report: &mut RepoReport,
+        observer: &dyn Observer,
+    ) -> Result<(), RepoFailure> {
+        let output = |e: trawl_core::Error| RepoFailure::new(FailureReason::Output, e.to_string());
+        let policy = policy::Policy::new(
+            &spec.include,
+            &[spec.exclude.clone(), self.cfg.exclude.clone()].concat(),
+            self.cfg.max_file_bytes,
+            self.cfg.max_line_bytes,
+        )
+        .map_err(|e| RepoFailure::new(FailureReason::Config, e.to_string()))?;
+        let state: Option<RepoState> = self
+            .store
+            .get_json(&keys::repo_state(&spec.id))
+            .await
+            .map_err(output)?;
+
+        // 1. sync, and resolve the commit to diff from.
+        let cache = self.cfg.cache_dir.clone();
+        let deadline = Instant::now() + Duration::from_secs(self.cfg.timeout_secs);
+        let (sync_spec, since) = (spec.clone(), opts.since.clone());
+        let (synced, old) = tokio::task::spawn_blocking(move || {
+            let synced = git::sync(
+                &cache,
+                &sync_spec.id.key(),
+                &sync_spec.url,
+                sync_spec.branch.as_deref(),
+                deadline,
+            )?;
+            let old = match since {
+                Some(s) => Some(git::resolve_commit(&synced.repo, &s)?.to_string()),
+                None => None,
+            };
+            Ok::<_, RepoFailure>((synced, old))
+        })
+        .await
+        .map_err(|e| RepoFailure::new(FailureReason::Other, format!("sync task: {e}")))??;
+        let old = old.or_else(|| state.as_ref().map(|s| s.last_commit.to_string()));
+        report.branch = Some(synced.branch.clone());
+        report.old_commit.clone_from(&old);
+        report.new_commit = Some(synced.head.to_string());
+        let head = commit_id(synced.head);
+        if opts.since.is_none() && old.as_deref() == Some(head.as_str()) {
+            report.status = "unchanged";
+            return Ok(());
+        }
+
+        // 2. the previous manifest, when the store has it.
+        let prev_rows: HashMap<String, ManifestRow> = match &old {
+            Some(c) => match c.parse::<CommitId>() {
+                Ok(c) => match self.store.get(&keys::manifest(&spec.id, &c)).await {
+                    Ok(Some(bytes)) => records::from_parquet::<ManifestRow>(bytes)
+                        .map_err(output)?
+                        .into_iter()
+                        .map(|r| (r.path.clone(), r))
+                        .collect(),
+                    Ok(None) => HashMap::new(),
+                    Err(e) => return Err(output(e)),
+                },
+                Err(_) => HashMap::new(),
+            },
+            None => HashMap::new(),
+        };
+
+        // 3. diff and classify on the blocking pool, streaming what it finds.
+        let (tx, mut rx) = mpsc::channel::<Emitted>(EVENT_QUEUE);
+        let job = DiffJob {
+            synced,
+            old,
+            prev_rows,
+            policy,
+            repo: spec.id.clone(),
+            run: run.clone(),
+        };
+        let worker = tokio::task::spawn_blocking(move || job.run(&tx));
+        while let Some(item) = rx.recv().await {
+            match &item {
+                Emitted::Event(ev) => {
+                    match ev.op {
+                        FileOp::Upsert => report.upserts += 1,
+                        FileOp::Delete => report.deletes += 1,
+                    }
+                    if ev.renamed_from.is_some() {
+                        report.renames += 1;
+                    }
+                    report.bytes += ev.content.as_ref().map_or(0, |c| c.len() as u64);
+                    if !opts.dry_run {
+                        self.bus
+                            .publish(FILES_TOPIC, spec.id.as_str(), ev.to_json())
+                            .await
+                            .map_err(output)?;
+                    }
+                }
+                Emitted::Skip { reason, .. } => *report.skips.entry(*reason).or_default() += 1,
+            }
+            observer.emitted(&item);
+        }
+        let rows = worker
+            .await
+            .map_err(|e| RepoFailure::new(FailureReason::Other, format!("diff task: {e}")))??;
+        report.files = rows.len() as u64;
+        report.status = "updated";
+        if opts.dry_run {
+            return Ok(());
+        }
+
+        // 4. manifest, then state: only now is the commit indexed.
+        let parquet = records::to_parquet(&rows).map_err(output)?;
+        self.store
+            .put(&keys::manifest(&spec.id, &head), parquet)
+            .await
+            .map_err(output)?;
+        let state = RepoState {
+            schema_version: REPO_STATE_VERSION,
+            repo: spec.id.clone(),
+            url: spec.display_url.clone(),
+            branch: report.branch.clone().unwrap_or_default(),
+            last_commit: head,
+            last_run: run.clone(),
+            indexed_at: humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string(),
+        };
+        self.store
+            .put_json(&keys::repo_state(&spec.id), &state)
+            .await
+            .map_err(output)?;
+        Ok(())
+    }
+}
+
+fn commit_id(oid: Oid) -> CommitId {
+    oid.to_string().parse().expect("git oids are hex")
+}
+
+fn blob_id(oid: Oid) -> BlobId {
+    oid.to_string().parse().expect("git oids are hex")
+}
+
+/// How a path changed between the old listing and the new tree.
+#[derive(Debug, PartialEq, Eq)]
+enum Change {
+    Added,
+    Modified,
+    Renamed { from: String },
+}
+
+struct DiffJob {
+    synced: git::Synced,
+    old: Option<String>,
+    prev_rows: HashMap<String, ManifestRow>,
+    policy: policy::Policy,
+    repo: RepoId,
+    run: RunId,
+}
+
+/// What the policy decided for one file of the new tree.
+struct Classified {
+    row: ManifestRow,
+    /// The text to publish, or why not.
+    outcome: Result<String, SkipReason>,
+}
+
+impl DiffJob {
+    fn run(self, tx: &mpsc::Sender<Emitted>) -> Result<Vec<ManifestRow>, RepoFailure> {
+        let corrupt = |e: git2::Error| RepoFailure::new(FailureReason::Corrupt, e.message());
+        let repo = &self.synced.repo;
+        let head = commit_id(self.synced.head);
+        let new = git::list_tree(repo, self.synced.head).map_err(corrupt)?;
+
+        // The old listing: the mirror's tree of the old commit, else the old manifest.
+        let old_listing: HashMap<String, Oid> = match self
+            .old
+            .as_deref()
+            .and_then(|c| Oid::from_str(c).ok())
+            .filter(|oid| repo.find_commit(*oid).is_ok())
+        {
+            Some(oid) => git::list_tree(repo, oid)
+                .map_err(corrupt)?
+                .into_iter()
+                .map(|e| (e.path, e.oid))
+                .collect(),
+            None => self
+                .prev_rows
+                .values()
+                .filter_map(|r| {
+                    Some((
+                        r.path.clone(),
+                        Oid::from_str(r.blob.as_ref()?.as_str()).ok()?,
+                    ))
+                })
+                .collect(),
+        };
+
+        // Exact renames: a vanished path whose blob appears at a new path.
+        let new_paths: HashMap<&str, Oid> = new.iter().map(|e| (e.path.as_str(), e.oid)).collect();
+        let mut vanished_by_blob: HashMap<Oid, Vec<&str>> = HashMap::new();
+        let mut vanished: Vec<&str> = old_listing
+            .keys()
+            .map(String::as_str)
+            .filter(|p| !new_paths.contains_key(p))
+            .collect();
+        vanished.sort_unstable();
+        for p in &vanished {
+            vanished_by_blob.entry(old_listing[*p]).or_default().push(p);
+        }
+        for v in vanished_by_blob.values_mut() {
+            v.reverse(); // pop() takes the first path in order
+        }
+
+        let send = |item: Emitted| {
+            tx.blocking_send(item)
+                .map_err(|_| RepoFailure::new(FailureReason::Output, "the publisher stopped"))
+        };
+        let mut rows = Vec::with_capacity(new.len());
+        let mut renamed_away: std::collections::HashSet<String> = std::collections::HashSet::new();
+        for entry in &new {
+            let change = match old_listing.get(&entry.path) {
+                Some(oid) if *oid == entry.oid => None,
+                Some(_) => Some(Change::Modified),
+                None => match vanished_by_blob.get_mut(&entry.oid).and_then(Vec::pop) {
+                    Some(from) => Some(Change::Renamed {
+                        from: from.to_owned(),
+                    }),
+                    None => Some(Change::Added),
+                },
+            };
+            let Some(change) = change else {
+                // Unchanged: reuse the previous row when there is one.
+                let row = match self.prev_rows.get(&entry.path) {
+                    Some(prev) => ManifestRow {
+                        commit: head.clone(),
+                        ..prev.clone()
+                    },
+                    None => self.classify(entry, &head)?.row,
+                };
+                rows.push(row);
+                continue;
+            };
+            let c = self.classify(entry, &head)?;
+            match (&c.outcome, &change) {
+                (Ok(text), _) => {
+                    let renamed_from = match &change {
+                        Change::Renamed { from } => {
+                            renamed_away.insert(from.clone());
+                            Some(from.clone())
+                        }
+                        _ => None,
+                    };
+                    send(Emitted::Event(FileEvent {
+                        schema_version: FILE_EVENT_VERSION,
+                        op: FileOp::Upsert,
+                        repo: self.repo.clone(),
+                        commit: head.clone(),
+                        path: entry.path.clone(),
+                        renamed_from,
+                        blob: c.row.blob.clone(),
+                        language: c.row.language.clone(),
+                        size: c.row.size,
+                        encoding: c.row.encoding.clone(),
+                        content: Some(text.clone()),
+                        run: self.run.clone(),
+                    }))?;
+                }
+                (Err(_), Change::Modified) if self.was_indexed(&entry.path) => {
+                    // No longer indexable: its chunks must go.
+                    if !self.policy.is_secret_path(&entry.path) {
+                        send(self.delete(&entry.path, &head))?;
+                    }
+                }
+                (Err(reason), _) => {
+                    let reason = *reason;
+                    send(Emitted::Skip {
+                        repo: self.repo.clone(),
+                        path: entry.path.clone(),
+                        blob: c.row.blob.clone(),
+                        language: c.row.language.clone(),
+                        size: c.row.size,
+                        reason,
+                    })?;
+                }
+            }
+            rows.push(c.row);
+        }
+        for path in vanished {
+            if renamed_away.contains(path) || !self.was_indexed(path) {
+                continue;
+            }
+            if self.policy.is_secret_path(path) {
+                continue;
+            }
+            send(self.delete(path, &head))?;
+        }
+        Ok(rows)
+    }
+
+    /// True unless the previous manifest says the path was skipped.
+    fn was_indexed(&self, path: &str) -> bool {
+        self.prev_rows
+            .get(path)
+            .is_none_or(|r| r.skip_reason.is_none())
+    }
+
+    fn delete(&self, path: &str, head: &CommitId) -> Emitted {
+        Emitted::Event(FileEvent {
+            schema_version: FILE_EVENT_VERSION,
+            op: FileOp::Delete,
+            repo: self.repo.clone(),
+            commit: head.clone(),
+            path: path.to_owned(),
+            renamed_from: None,
+            blob: None,
+            language: self.prev_rows.get(path).and_then(|r| r.language.clone()),
+            size: 0,
+            encoding: None,
+            content: None,
+            run: self.run.clone(),
+        })
+    }
+
+    fn classify(&self, entry: &git::Entry, head: &CommitId) -> Result<Classified, RepoFailure> {
+        let repo = &self.synced.repo;
+        let corrupt = |e: git2::Error| {
+            RepoFailure::new(
+                FailureReason::Corrupt,
+                format!("{}: {}", entry.path, e.message()),
+            )
+        };
+        let size = match entry.kind {
+            policy::EntryKind::File => {
+                repo.odb()
+                    .map_err(corrupt)?
+                    .read_header(entry.oid)
+                    .map_err(corrupt)?
+                    .0 as u64
+            }
+            _ => 0,
+        };
+        let mut row = ManifestRow {
+            schema_version: MANIFEST_VERSION,
+            repo_id: self.repo.clone(),
+            commit: head.clone(),
+            path: entry.path.clone(),
+            blob: Some(blob_id(entry.oid)),
+            language: language::detect(&entry.path, b"").map(str::to_owned),
+            size,
+            skip_reason: None,
+            encoding: None,
+        };
+        if let Some(reason) = self.policy.check_path(&entry.path, entry.kind, size) {
+            row.skip_reason = Some(reason.as_str().to_owned());
+            return Ok(Classified {
+                row,
+                outcome: Err(reason),
+            });
+        }
+        let blob = repo.find_blob(entry.oid).map_err(corrupt)?;
+        let content = blob.content();
+        if row.language.is_none() {
+            row.language = language::detect(&entry.path, &content[..content.len().min(256)])
+                .map(str::to_owned);
+        }
+        match self.policy.check_content(content) {
+            policy::Content::Text { text, encoding } => {
+                row.encoding = encoding.map(str::to_owned);
+                Ok(Classified {
+                    row,
+                    outcome: Ok(text),
+                })
+            }
+            policy::Content::Skip(reason) => {
+                row.skip_reason = Some(reason.as_str().to_owned());
+                Ok(Classified {
+                    row,
+                    outcome: Err(reason),
+                })
+            }
+        }
+    }
+}
