@@ -1,1 +1,6 @@
+//! The one integration test binary (one link, as ripgrep and DataFusion do it).
+//! Regression tests are named after what they reproduce.
 
+mod cli;
+mod fetch;
+mod support;

@@ -1,6 +1,5 @@
 //! `trawl fetch`.
 
-#![allow(clippy::print_stdout)]
 
 use std::collections::BTreeMap;
 use std::io::Write;
@@ -89,7 +88,12 @@ pub async fn run(cfg: &Config, args: Args) -> anyhow::Result<ExitCode> {
     if specs.is_empty() {
         bail!("nothing to fetch: give --repos <file> or --repo <url|path>");
     }
-    let store = Store::from_url(&cfg.store.url)?;
+    // A dry run reads the stored state but never creates a store that is not there.
+    let store = if args.dry_run && !Store::exists(&cfg.store.url) {
+        Store::memory()
+    } else {
+        Store::from_url(&cfg.store.url)?
+    };
     let bus = trawl_core::bus::from_url(&cfg.bus.url, &store, cfg.bus.capacity)?;
     let fetcher = Fetcher::new(cfg.fetch.clone(), store, bus);
 

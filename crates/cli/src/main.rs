@@ -1,6 +1,9 @@
 //! The `trawl` binary. Each stage runs alone from here; later issues add the one-process
 //! pipeline (`trawl index`). `anyhow` lives only at this edge.
 
+// The CLI is where stdout belongs.
+#![allow(clippy::print_stdout)]
+
 mod fetch;
 
 use std::path::PathBuf;

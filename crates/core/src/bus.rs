@@ -71,7 +71,7 @@ impl std::fmt::Debug for Delivery {
             .field("key", &self.key)
             .field("bytes", &self.payload.len())
             .field("attempt", &self.attempt)
-            .finish()
+            .finish_non_exhaustive()
     }
 }
 

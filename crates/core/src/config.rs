@@ -10,7 +10,7 @@ use serde::{Deserialize, Serialize};
 use crate::Error;
 
 /// The whole configuration. One file serves every stage.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct Config {
     pub store: StoreConfig,
@@ -97,17 +97,6 @@ impl Default for LogConfig {
         Self {
             format: "text".into(),
             level: "info".into(),
-        }
-    }
-}
-
-impl Default for Config {
-    fn default() -> Self {
-        Self {
-            store: StoreConfig::default(),
-            bus: BusConfig::default(),
-            fetch: FetchConfig::default(),
-            log: LogConfig::default(),
         }
     }
 }

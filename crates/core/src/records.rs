@@ -396,12 +396,12 @@ mod tests {
             encoding: None,
         };
         assert_eq!(
-            from_parquet::<ManifestRow>(to_parquet(&[m.clone()]).unwrap()).unwrap(),
+            from_parquet::<ManifestRow>(to_parquet(std::slice::from_ref(&m)).unwrap()).unwrap(),
             [m]
         );
         let c = sample_chunk();
         assert_eq!(
-            from_parquet::<ChunkRecord>(to_parquet(&[c.clone()]).unwrap()).unwrap(),
+            from_parquet::<ChunkRecord>(to_parquet(std::slice::from_ref(&c)).unwrap()).unwrap(),
             [c]
         );
         let e = EmbeddingRecord {
@@ -414,7 +414,7 @@ mod tests {
             vector_bytes: None,
             tokens: 1,
         };
-        let back = from_parquet::<EmbeddingRecord>(to_parquet(&[e.clone()]).unwrap()).unwrap();
+        let back = from_parquet::<EmbeddingRecord>(to_parquet(std::slice::from_ref(&e)).unwrap()).unwrap();
         assert_eq!(back, [e]);
         assert_eq!(
             to_batch(&[sample_chunk()]).unwrap().schema(),

@@ -85,6 +85,15 @@ impl Store {
         })
     }
 
+    /// False when `url` names a local directory that does not exist yet (opening it would
+    /// create it). Remote and memory stores always "exist".
+    pub fn exists(url: &str) -> bool {
+        if url.starts_with("memory:") || url.starts_with("s3://") {
+            return true;
+        }
+        std::path::Path::new(url.strip_prefix("file://").unwrap_or(url)).is_dir()
+    }
+
     /// An empty in-memory store.
     pub fn memory() -> Self {
         Self {

@@ -93,7 +93,12 @@ impl RepoFailure {
         } else if matches!(
             e.class(),
             ErrorClass::Net | ErrorClass::Ssh | ErrorClass::Http | ErrorClass::Ssl
-        ) {
+        ) || lower.contains("failed to connect")
+            || lower.contains("connection refused")
+            || lower.contains("could not resolve")
+            || lower.contains("timed out")
+            || lower.contains("network")
+        {
             FailureReason::Network
         } else if matches!(
             e.class(),
@@ -279,21 +284,20 @@ pub fn sync(
                 None,
             )
             .map_err(git_err)?;
-        let branch = match branch {
-            Some(b) => b.to_owned(),
-            None => {
-                let full = conn.default_branch().map_err(|e| {
-                    RepoFailure::new(
-                        FailureReason::NotFound,
-                        format!(
-                            "the remote has no default branch (empty repository?): {}",
-                            e.message()
-                        ),
-                    )
-                })?;
-                let full = full.as_str().unwrap_or_default();
-                full.strip_prefix("refs/heads/").unwrap_or(full).to_owned()
-            }
+        let branch = if let Some(b) = branch {
+            b.to_owned()
+        } else {
+            let full = conn.default_branch().map_err(|e| {
+                RepoFailure::new(
+                    FailureReason::NotFound,
+                    format!(
+                        "the remote has no default branch (empty repository?): {}",
+                        e.message()
+                    ),
+                )
+            })?;
+            let full = full.as_str().unwrap_or_default();
+            full.strip_prefix("refs/heads/").unwrap_or(full).to_owned()
         };
         let want = format!("refs/heads/{branch}");
         let advertised = conn

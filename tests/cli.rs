@@ -1,0 +1,119 @@
+//! The `trawl` binary as a user runs it.
+
+use std::process::Command;
+
+use crate::support::{SourceRepo, file};
+
+fn trawl() -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_trawl"));
+    c.env_remove("TRAWL_CONFIG");
+    for (k, _) in std::env::vars() {
+        if k.starts_with("TRAWL_") {
+            c.env_remove(k);
+        }
+    }
+    c
+}
+
+#[test]
+fn fetch_dry_run_json_prints_one_object_per_event_and_writes_nothing() {
+    let src = SourceRepo::new();
+    src.commit(
+        &[
+            ("a.py", file("def a():\n    pass\n")),
+            ("b.bin", file(b"\x00\x01")),
+        ],
+        false,
+    );
+    let work = tempfile::tempdir().unwrap();
+    let out = trawl()
+        .current_dir(work.path())
+        .args(["fetch", "--dry-run", "--json", "--repo"])
+        .arg(src.path())
+        .args(["--set", "fetch.cache_dir=mirrors"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let lines: Vec<serde_json::Value> = String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(lines.len(), 2);
+    let a = lines.iter().find(|l| l["path"] == "a.py").unwrap();
+    assert_eq!(a["op"], "upsert");
+    assert_eq!(a["language"], "python");
+    assert_eq!(a["size"], 18);
+    assert_eq!(a["blob"].as_str().unwrap().len(), 40);
+    assert!(a["repo"].as_str().unwrap().starts_with("local/"));
+    let b = lines.iter().find(|l| l["path"] == "b.bin").unwrap();
+    assert_eq!(b["op"], "skip");
+    assert_eq!(b["reason"], "binary");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("dry run"), "{stderr}");
+    assert!(!work.path().join(".trawl").exists(), "a dry run writes no store");
+}
+
+#[test]
+fn fetch_writes_the_store_then_reports_unchanged() {
+    let src = SourceRepo::new();
+    src.commit(&[("a.py", file("def a():\n    pass\n"))], false);
+    let work = tempfile::tempdir().unwrap();
+    let run = || {
+        trawl()
+            .current_dir(work.path())
+            .args(["fetch", "--repo"])
+            .arg(src.path())
+            .output()
+            .unwrap()
+    };
+    let first = run();
+    assert!(first.status.success(), "{}", String::from_utf8_lossy(&first.stderr));
+    let text = String::from_utf8_lossy(&first.stdout);
+    assert!(text.contains("1 updated"), "{text}");
+    assert!(work.path().join(".trawl/repos").is_dir());
+    assert!(work.path().join(".trawl/manifests").is_dir());
+    let second = run();
+    let text = String::from_utf8_lossy(&second.stdout);
+    assert!(text.contains("1 unchanged") && text.contains("0 upserts"), "{text}");
+}
+
+#[test]
+fn a_failed_repository_gives_a_distinct_exit_code_and_names_the_reason() {
+    let work = tempfile::tempdir().unwrap();
+    let empty = tempfile::tempdir().unwrap();
+    let out = trawl()
+        .current_dir(work.path())
+        .args(["fetch", "--repo"])
+        .arg(empty.path())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(3));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("FAILED") && text.contains("not-found"), "{text}");
+}
+
+#[test]
+fn bad_input_gets_a_clear_error() {
+    let work = tempfile::tempdir().unwrap();
+    let out = trawl()
+        .current_dir(work.path())
+        .args(["fetch"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--repos"));
+    let out = trawl()
+        .current_dir(work.path())
+        .env("TRAWL_FETCH_CONCURENCY", "2")
+        .args(["config"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("TRAWL_FETCH_CONCURENCY"));
+    let out = trawl().args(["fetch", "--help"]).output().unwrap();
+    let help = String::from_utf8_lossy(&out.stdout);
+    for flag in ["--repos", "--dry-run", "--since", "--json"] {
+        assert!(help.contains(flag), "{flag} missing from --help");
+    }
+}
