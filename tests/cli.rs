@@ -33,7 +33,11 @@ fn fetch_dry_run_json_prints_one_object_per_event_and_writes_nothing() {
         .args(["--set", "fetch.cache_dir=mirrors"])
         .output()
         .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let lines: Vec<serde_json::Value> = String::from_utf8(out.stdout)
         .unwrap()
         .lines()
@@ -51,7 +55,10 @@ fn fetch_dry_run_json_prints_one_object_per_event_and_writes_nothing() {
     assert_eq!(b["reason"], "binary");
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("dry run"), "{stderr}");
-    assert!(!work.path().join(".trawl").exists(), "a dry run writes no store");
+    assert!(
+        !work.path().join(".trawl").exists(),
+        "a dry run writes no store"
+    );
 }
 
 #[test]
@@ -68,14 +75,21 @@ fn fetch_writes_the_store_then_reports_unchanged() {
             .unwrap()
     };
     let first = run();
-    assert!(first.status.success(), "{}", String::from_utf8_lossy(&first.stderr));
+    assert!(
+        first.status.success(),
+        "{}",
+        String::from_utf8_lossy(&first.stderr)
+    );
     let text = String::from_utf8_lossy(&first.stdout);
     assert!(text.contains("1 updated"), "{text}");
     assert!(work.path().join(".trawl/repos").is_dir());
     assert!(work.path().join(".trawl/manifests").is_dir());
     let second = run();
     let text = String::from_utf8_lossy(&second.stdout);
-    assert!(text.contains("1 unchanged") && text.contains("0 upserts"), "{text}");
+    assert!(
+        text.contains("1 unchanged") && text.contains("0 upserts"),
+        "{text}"
+    );
 }
 
 #[test]
@@ -90,7 +104,10 @@ fn a_failed_repository_gives_a_distinct_exit_code_and_names_the_reason() {
         .unwrap();
     assert_eq!(out.status.code(), Some(3));
     let text = String::from_utf8_lossy(&out.stdout);
-    assert!(text.contains("FAILED") && text.contains("not-found"), "{text}");
+    assert!(
+        text.contains("FAILED") && text.contains("not-found"),
+        "{text}"
+    );
 }
 
 #[test]
@@ -116,4 +133,25 @@ fn bad_input_gets_a_clear_error() {
     for flag in ["--repos", "--dry-run", "--since", "--json"] {
         assert!(help.contains(flag), "{flag} missing from --help");
     }
+}
+
+#[test]
+fn the_readme_documents_every_configuration_key() {
+    let readme =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../README.md")).unwrap();
+    for key in trawl_core::config::Config::keys() {
+        assert!(
+            readme.contains(&format!("`{key}`")),
+            "README does not document {key}"
+        );
+    }
+}
+
+#[test]
+fn the_ci_script_runs_exactly_the_readme_test_command() {
+    let root = concat!(env!("CARGO_MANIFEST_DIR"), "/../../");
+    let readme = std::fs::read_to_string(format!("{root}README.md")).unwrap();
+    let ci = std::fs::read_to_string(format!("{root}.ci/run")).unwrap();
+    assert!(readme.contains("\nbash scripts/test.sh\n"));
+    assert!(ci.contains("exec bash scripts/test.sh"));
 }

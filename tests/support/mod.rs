@@ -56,7 +56,9 @@ impl SourceRepo {
                 }
             };
             let oid = self.repo.blob(data).unwrap();
-            index.add(&entry(path, mode, oid, data.len() as u32)).unwrap();
+            index
+                .add(&entry(path, mode, oid, data.len() as u32))
+                .unwrap();
         }
         let tree_id = index.write_tree_to(&self.repo).unwrap();
         let tree = self.repo.find_tree(tree_id).unwrap();

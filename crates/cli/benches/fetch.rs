@@ -1,1 +1,267 @@
-fn main() {}
+//! Fetch benchmark: mirror + diff + events over a large local repository made from the
+//! Python standard library, on the first run and on a re-run after changing 10 files,
+//! printed beside git's own commands on the same commits.
+//!
+//! `cargo bench -p trawl-cli --bench fetch` (set `TRAWL_BENCH_CORPUS=<dir>` for another corpus).
+//! Prints a table; asserts nothing about time.
+
+#![allow(clippy::print_stdout)]
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::Arc;
+use std::time::Instant;
+
+use trawl_core::bus::{Bus, InProcBus, SpoolBus};
+use trawl_core::config::FetchConfig;
+use trawl_core::store::Store;
+use trawl_fetcher::{Fetcher, Quiet, RunOptions, RunReport, repos};
+
+fn git(dir: &Path, args: &[&str]) -> String {
+    let out = Command::new("git")
+        .current_dir(dir)
+        .args(["-c", "user.email=b@example.com", "-c", "user.name=bench"])
+        .args(args)
+        .output()
+        .expect("git runs");
+    assert!(
+        out.status.success(),
+        "git {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+fn corpus() -> Option<PathBuf> {
+    if let Ok(p) = std::env::var("TRAWL_BENCH_CORPUS") {
+        return Some(PathBuf::from(p));
+    }
+    let out = Command::new("python3")
+        .args([
+            "-c",
+            "import sysconfig;print(sysconfig.get_paths()['stdlib'])",
+        ])
+        .output()
+        .ok()?;
+    Some(PathBuf::from(String::from_utf8(out.stdout).ok()?.trim()))
+}
+
+fn copy_tree(from: &Path, to: &Path) -> (u64, u64) {
+    let (mut files, mut bytes) = (0, 0);
+    std::fs::create_dir_all(to).unwrap();
+    for e in std::fs::read_dir(from).unwrap().flatten() {
+        let name = e.file_name();
+        let n = name.to_string_lossy();
+        if n == "site-packages" || n == "__pycache__" || n.starts_with('.') {
+            continue;
+        }
+        let ft = e.file_type().unwrap();
+        if ft.is_dir() {
+            let (f, b) = copy_tree(&e.path(), &to.join(&name));
+            files += f;
+            bytes += b;
+        } else if ft.is_file() {
+            bytes += std::fs::copy(e.path(), to.join(&name)).unwrap();
+            files += 1;
+        }
+    }
+    (files, bytes)
+}
+
+struct Row {
+    what: String,
+    files: u64,
+    bytes: u64,
+    secs: f64,
+    events: u64,
+}
+
+fn row(what: &str, r: &RunReport, secs: f64) -> Row {
+    let repo = &r.repos[0];
+    assert!(repo.failure.is_none(), "{:?}", repo.failure);
+    Row {
+        what: what.to_owned(),
+        files: repo.files,
+        bytes: repo.bytes,
+        secs,
+        events: repo.upserts + repo.deletes,
+    }
+}
+
+async fn fetch(
+    spec: &repos::RepoSpec,
+    cache: &Path,
+    store: &Store,
+    bus: Arc<dyn Bus>,
+) -> (RunReport, f64) {
+    let cfg = FetchConfig {
+        cache_dir: cache.to_path_buf(),
+        ..FetchConfig::default()
+    };
+    let fetcher = Fetcher::new(cfg, store.clone(), bus);
+    let t = Instant::now();
+    let r = fetcher
+        .run(
+            std::slice::from_ref(spec),
+            &RunOptions::default(),
+            Arc::new(Quiet),
+        )
+        .await;
+    (r, t.elapsed().as_secs_f64())
+}
+
+/// An in-process bus with a consumer that acknowledges everything, so publishing never waits.
+async fn drained_inproc() -> Arc<dyn Bus> {
+    let bus: Arc<dyn Bus> = Arc::new(InProcBus::new(1024));
+    let mut sub = bus
+        .subscribe(trawl_fetcher::FILES_TOPIC, "bench")
+        .await
+        .unwrap();
+    tokio::spawn(async move {
+        while let Ok(Some(d)) = sub.recv().await {
+            let _ = d.ack().await;
+        }
+    });
+    bus
+}
+
+fn timed(f: impl FnOnce() -> String) -> (String, f64) {
+    let t = Instant::now();
+    let out = f();
+    (out, t.elapsed().as_secs_f64())
+}
+
+#[tokio::main]
+async fn main() {
+    let Some(src) = corpus().filter(|p| p.is_dir()) else {
+        println!("no corpus: install python3 or set TRAWL_BENCH_CORPUS");
+        return;
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    let work = tmp.path().join("corpus");
+    let (nfiles, nbytes) = copy_tree(&src, &work);
+    git(&work, &["init", "-q", "-b", "main"]);
+    git(&work, &["add", "-A"]);
+    git(&work, &["commit", "-q", "-m", "corpus"]);
+    let a = git(&work, &["rev-parse", "HEAD"]).trim().to_owned();
+    println!(
+        "corpus: {} ({nfiles} files, {:.1} MB) as a git repository",
+        src.display(),
+        nbytes as f64 / 1e6
+    );
+
+    let spec = repos::resolve(work.to_str().unwrap(), Path::new("/")).unwrap();
+    let mut rows = Vec::new();
+
+    // First run, durable spool bus on a file store (what `trawl fetch` does).
+    let store = Store::from_url(tmp.path().join("store").to_str().unwrap()).unwrap();
+    let spool: Arc<dyn Bus> = Arc::new(SpoolBus::new(store.clone()));
+    let (r, s) = fetch(&spec, &tmp.path().join("cache1"), &store, spool.clone()).await;
+    rows.push(row("trawl first run (file store, spool bus)", &r, s));
+    // First run, in-process bus (what the one-process pipeline does).
+    let mem = Store::memory();
+    let (r, s) = fetch(
+        &spec,
+        &tmp.path().join("cache2"),
+        &mem,
+        drained_inproc().await,
+    )
+    .await;
+    rows.push(row("trawl first run (memory store, in-process bus)", &r, s));
+    let (_, s) = timed(|| {
+        let m = tmp.path().join("ref.git");
+        git(
+            tmp.path(),
+            &[
+                "clone",
+                "-q",
+                "--mirror",
+                work.to_str().unwrap(),
+                m.to_str().unwrap(),
+            ],
+        );
+        git(&m, &["ls-tree", "-r", "-l", "HEAD"]);
+        let out = Command::new("git")
+            .current_dir(&m)
+            .args(["archive", "--format=tar", "HEAD"])
+            .output()
+            .unwrap();
+        out.stdout.len().to_string()
+    });
+    rows.push(Row {
+        what: "git clone --mirror + ls-tree -r + archive (reference)".into(),
+        files: nfiles,
+        bytes: nbytes,
+        secs: s,
+        events: 0,
+    });
+
+    // Change 10 files, then re-run.
+    let mut changed = 0;
+    for line in git(&work, &["ls-files", "*.py"])
+        .lines()
+        .step_by(97)
+        .take(10)
+    {
+        let p = work.join(line);
+        let mut text = std::fs::read_to_string(&p).unwrap_or_default();
+        text.push_str("\n# changed by the benchmark\n");
+        std::fs::write(&p, text).unwrap();
+        changed += 1;
+    }
+    git(&work, &["commit", "-q", "-a", "-m", "ten changes"]);
+    let b = git(&work, &["rev-parse", "HEAD"]).trim().to_owned();
+    let (r, s) = fetch(&spec, &tmp.path().join("cache1"), &store, spool).await;
+    rows.push(row(
+        "trawl re-run, 10 files changed (file store, spool)",
+        &r,
+        s,
+    ));
+    let (r, s) = fetch(
+        &spec,
+        &tmp.path().join("cache2"),
+        &mem,
+        drained_inproc().await,
+    )
+    .await;
+    rows.push(row(
+        "trawl re-run, 10 files changed (memory, in-process)",
+        &r,
+        s,
+    ));
+    let (out, s) = timed(|| {
+        let m = tmp.path().join("ref.git");
+        git(&m, &["fetch", "-q", "origin", "+refs/heads/*:refs/heads/*"]);
+        git(&m, &["diff", "--name-status", "-M", &a, &b])
+    });
+    rows.push(Row {
+        what: "git fetch + diff --name-status -M (reference)".into(),
+        files: nfiles,
+        bytes: 0,
+        secs: s,
+        events: out.lines().count() as u64,
+    });
+    assert_eq!(changed, 10);
+
+    println!(
+        "\n{:<56} {:>7} {:>9} {:>8} {:>9} {:>8} {:>7}",
+        "run", "files", "MB", "seconds", "files/s", "MB/s", "events"
+    );
+    for r in &rows {
+        println!(
+            "{:<56} {:>7} {:>9.1} {:>8.3} {:>9.0} {:>8.1} {:>7}",
+            r.what,
+            r.files,
+            r.bytes as f64 / 1e6,
+            r.secs,
+            r.files as f64 / r.secs,
+            r.bytes as f64 / 1e6 / r.secs,
+            r.events
+        );
+    }
+    println!(
+        "\nfirst run, in-process: {:.1}x the git reference's time; re-run: {:.1}x",
+        rows[1].secs / rows[2].secs,
+        rows[4].secs / rows[5].secs
+    );
+}

@@ -1,6 +1,5 @@
 //! `trawl fetch`.
 
-
 use std::collections::BTreeMap;
 use std::io::Write;
 use std::path::PathBuf;

@@ -414,7 +414,8 @@ mod tests {
             vector_bytes: None,
             tokens: 1,
         };
-        let back = from_parquet::<EmbeddingRecord>(to_parquet(std::slice::from_ref(&e)).unwrap()).unwrap();
+        let back =
+            from_parquet::<EmbeddingRecord>(to_parquet(std::slice::from_ref(&e)).unwrap()).unwrap();
         assert_eq!(back, [e]);
         assert_eq!(
             to_batch(&[sample_chunk()]).unwrap().schema(),

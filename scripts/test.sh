@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# The test command (README "Tests"). On a fresh machine it installs what the build needs,
+# then checks formatting and lints, builds, runs every test and compiles the benchmarks.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+# libgit2 and libssh2 are built from source by their -sys crates, against the system OpenSSL
+# and zlib; rdkafka (later) needs the same tools.
+need=()
+command -v pkg-config >/dev/null 2>&1 || need+=(pkg-config)
+command -v make >/dev/null 2>&1 || need+=(make)
+command -v cc >/dev/null 2>&1 || need+=(gcc)
+pkg-config --exists openssl 2>/dev/null || need+=(libssl-dev)
+pkg-config --exists zlib 2>/dev/null || need+=(zlib1g-dev)
+if [ ${#need[@]} -gt 0 ]; then
+  echo "== installing ${need[*]}"
+  if [ "$(id -u)" = 0 ]; then sudo=""; else sudo="sudo"; fi
+  $sudo apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${need[@]}"
+fi
+
+echo "== cargo fmt --check"
+cargo fmt --all -- --check
+echo "== cargo clippy"
+cargo clippy --workspace --all-targets --locked -- -D warnings
+echo "== cargo test"
+cargo test --workspace --locked
+echo "== cargo bench --no-run (benchmarks compile)"
+cargo bench --workspace --locked --no-run
