@@ -143,7 +143,7 @@ async fn main() {
     git(&work, &["init", "-q", "-b", "main"]);
     git(&work, &["add", "-A"]);
     git(&work, &["commit", "-q", "-m", "corpus"]);
-    let a = git(&work, &["rev-parse", "HEAD"]).trim().to_owned();
+    let old_head = git(&work, &["rev-parse", "HEAD"]).trim().to_owned();
     println!(
         "corpus: {} ({nfiles} files, {:.1} MB) as a git repository",
         src.display(),
@@ -156,18 +156,26 @@ async fn main() {
     // First run, durable spool bus on a file store (what `trawl fetch` does).
     let store = Store::from_url(tmp.path().join("store").to_str().unwrap()).unwrap();
     let spool: Arc<dyn Bus> = Arc::new(SpoolBus::new(store.clone()));
-    let (r, s) = fetch(&spec, &tmp.path().join("cache1"), &store, spool.clone()).await;
-    rows.push(row("trawl first run (file store, spool bus)", &r, s));
+    let (report, secs) = fetch(&spec, &tmp.path().join("cache1"), &store, spool.clone()).await;
+    rows.push(row(
+        "trawl first run (file store, spool bus)",
+        &report,
+        secs,
+    ));
     // First run, in-process bus (what the one-process pipeline does).
     let mem = Store::memory();
-    let (r, s) = fetch(
+    let (report, secs) = fetch(
         &spec,
         &tmp.path().join("cache2"),
         &mem,
         drained_inproc().await,
     )
     .await;
-    rows.push(row("trawl first run (memory store, in-process bus)", &r, s));
+    rows.push(row(
+        "trawl first run (memory store, in-process bus)",
+        &report,
+        secs,
+    ));
     let archive = |m: &Path| {
         git(m, &["ls-tree", "-r", "-l", "HEAD"]);
         let out = Command::new("git")
@@ -178,7 +186,7 @@ async fn main() {
         out.stdout.len().to_string()
     };
     // --no-local: transfer a pack as over a network, instead of hard-linking the objects.
-    let (_, s) = timed(|| {
+    let (_, secs) = timed(|| {
         let m = tmp.path().join("ref.git");
         let (w, m) = (work.to_str().unwrap(), m.to_str().unwrap());
         git(tmp.path(), &["clone", "-q", "--mirror", "--no-local", w, m]);
@@ -188,23 +196,23 @@ async fn main() {
         what: "git clone --mirror --no-local + ls-tree + archive (ref)".into(),
         files: nfiles,
         bytes: nbytes,
-        secs: s,
+        secs,
         events: 0,
     });
     // The mirror is already there: what remains is diff + classify + publish.
     let cached = tmp.path().join("cache2");
-    let (r, s) = fetch(&spec, &cached, &Store::memory(), drained_inproc().await).await;
+    let (report, secs) = fetch(&spec, &cached, &Store::memory(), drained_inproc().await).await;
     rows.push(row(
         "trawl first run, mirror cached (memory, in-process)",
         &r,
         s,
     ));
-    let (_, s) = timed(|| archive(&tmp.path().join("ref.git")));
+    let (_, secs) = timed(|| archive(&tmp.path().join("ref.git")));
     rows.push(Row {
         what: "git ls-tree -r + archive on the mirror (ref)".into(),
         files: nfiles,
         bytes: nbytes,
-        secs: s,
+        secs,
         events: 0,
     });
 
@@ -222,14 +230,14 @@ async fn main() {
         changed += 1;
     }
     git(&work, &["commit", "-q", "-a", "-m", "ten changes"]);
-    let b = git(&work, &["rev-parse", "HEAD"]).trim().to_owned();
-    let (r, s) = fetch(&spec, &tmp.path().join("cache1"), &store, spool).await;
+    let new_head = git(&work, &["rev-parse", "HEAD"]).trim().to_owned();
+    let (report, secs) = fetch(&spec, &tmp.path().join("cache1"), &store, spool).await;
     rows.push(row(
         "trawl re-run, 10 files changed (file store, spool)",
         &r,
         s,
     ));
-    let (r, s) = fetch(
+    let (report, secs) = fetch(
         &spec,
         &tmp.path().join("cache2"),
         &mem,
@@ -241,16 +249,16 @@ async fn main() {
         &r,
         s,
     ));
-    let (out, s) = timed(|| {
+    let (out, secs) = timed(|| {
         let m = tmp.path().join("ref.git");
         git(&m, &["fetch", "-q", "origin", "+refs/heads/*:refs/heads/*"]);
-        git(&m, &["diff", "--name-status", "-M", &a, &b])
+        git(&m, &["diff", "--name-status", "-M", &old_head, &new_head])
     });
     rows.push(Row {
         what: "git fetch + diff --name-status -M (reference)".into(),
         files: nfiles,
         bytes: 0,
-        secs: s,
+        secs,
         events: out.lines().count() as u64,
     });
     assert_eq!(changed, 10);
