@@ -204,8 +204,8 @@ async fn main() {
     let (report, secs) = fetch(&spec, &cached, &Store::memory(), drained_inproc().await).await;
     rows.push(row(
         "trawl first run, mirror cached (memory, in-process)",
-        &r,
-        s,
+        &report,
+        secs,
     ));
     let (_, secs) = timed(|| archive(&tmp.path().join("ref.git")));
     rows.push(Row {
@@ -234,8 +234,8 @@ async fn main() {
     let (report, secs) = fetch(&spec, &tmp.path().join("cache1"), &store, spool).await;
     rows.push(row(
         "trawl re-run, 10 files changed (file store, spool)",
-        &r,
-        s,
+        &report,
+        secs,
     ));
     let (report, secs) = fetch(
         &spec,
@@ -246,8 +246,8 @@ async fn main() {
     .await;
     rows.push(row(
         "trawl re-run, 10 files changed (memory, in-process)",
-        &r,
-        s,
+        &report,
+        secs,
     ));
     let (out, secs) = timed(|| {
         let m = tmp.path().join("ref.git");
