@@ -518,3 +518,59 @@ async fn the_in_process_bus_carries_the_same_events() {
     h.run(&[&src.path()], RunOptions::default()).await;
     assert_eq!(drain_files_topic(&h.bus).await.len(), 5);
 }
+
+/// A local HTTP server that answers every request with 401 and a Basic challenge, as a git
+/// host does for a private repository. Serves at most `max` connections, then stops.
+fn unauthorised_server(max: usize) -> std::net::SocketAddr {
+    use std::io::{Read, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    std::thread::spawn(move || {
+        for stream in listener.incoming().take(max) {
+            let Ok(mut s) = stream else { continue };
+            let _ = s.set_read_timeout(Some(std::time::Duration::from_secs(5)));
+            let mut buf = [0u8; 4096];
+            let _ = s.read(&mut buf);
+            let _ = s.write_all(
+                b"HTTP/1.1 401 Unauthorized\r\nWWW-Authenticate: Basic realm=\"git\"\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
+            );
+        }
+    });
+    addr
+}
+
+#[tokio::test]
+async fn a_private_repository_without_credentials_fails_with_auth() {
+    let addr = unauthorised_server(20);
+    let h = Harness::new();
+    let spec = repos::resolve(&format!("http://{addr}/org/private.git"), Path::new("/")).unwrap();
+    let fetcher = trawl_fetcher::Fetcher::new(h.cfg.clone(), h.store.clone(), h.bus.clone());
+    let report = fetcher
+        .run(
+            &[spec],
+            &RunOptions::default(),
+            Arc::new(trawl_fetcher::Quiet),
+        )
+        .await;
+    let f = report.repos[0].failure.as_ref().expect("fails");
+    assert_eq!(f.reason, FailureReason::Auth, "{f:?}");
+}
+
+#[tokio::test]
+async fn a_corrupt_mirror_is_cloned_again() {
+    let src = SourceRepo::new();
+    src.commit(&base_files(), false);
+    let h = Harness::new();
+    h.run(&[&src.path()], RunOptions::default()).await;
+    // Break the mirror beyond repair.
+    let spec = repos::resolve(src.path().to_str().unwrap(), Path::new("/")).unwrap();
+    let mirror = trawl_fetcher::git::mirror_path(h.cache.path(), &spec.id.key());
+    std::fs::write(mirror.join("HEAD"), "garbage").unwrap();
+    std::fs::remove_dir_all(mirror.join("objects")).unwrap();
+    let mut files = base_files();
+    files.pop();
+    src.commit(&files, false);
+    let (report, items) = h.run(&[&src.path()], RunOptions::default()).await;
+    assert_eq!(report.failed(), 0, "{:?}", report.repos[0].failure);
+    assert_eq!(ops(&items), pairs(&[("delete", "docs/guide.md")]));
+}
