@@ -4,6 +4,7 @@
 // The CLI is where stdout belongs.
 #![allow(clippy::print_stdout)]
 
+mod chunk;
 mod fetch;
 
 use std::path::PathBuf;
@@ -38,6 +39,8 @@ struct Cli {
 enum Command {
     /// Mirror repositories and publish the files that changed since the last run.
     Fetch(fetch::Args),
+    /// Print the chunks of files or directories, as the chunk worker would make them.
+    Chunk(chunk::Args),
     /// Print the effective configuration (defaults, file, environment and flags applied).
     Config,
 }
@@ -91,6 +94,7 @@ fn main() -> ExitCode {
     let result = runtime.block_on(async {
         match cli.command {
             Command::Fetch(args) => fetch::run(&cfg, args).await,
+            Command::Chunk(args) => chunk::run(&args),
             Command::Config => {
                 let text = toml::to_string_pretty(&cfg)?;
                 print!("{text}");

@@ -1,0 +1,865 @@
+//! The one syntax-tree walker. See the crate docs for the rules and [`crate::lang`] for what
+//! each language declares.
+
+use std::ops::ControlFlow;
+use std::time::Instant;
+
+use tree_sitter::{Node, Parser, Tree};
+
+use crate::lang::{Kind, Spec};
+use crate::text::{split_lines, trim};
+use crate::{Chunked, Note, Options, Piece, Scope};
+
+/// Parses `src`, giving up after the time budget.
+pub fn parse(language: &tree_sitter::Language, src: &str, opts: &Options) -> Option<Tree> {
+    let mut parser = Parser::new();
+    parser.set_language(language).ok()?;
+    let t0 = Instant::now();
+    let budget = opts.parse_timeout;
+    let mut progress = |_: &tree_sitter::ParseState| {
+        if t0.elapsed() > budget {
+            ControlFlow::Break(())
+        } else {
+            ControlFlow::Continue(())
+        }
+    };
+    let bytes = src.as_bytes();
+    parser.parse_with_options(
+        &mut |i, _| bytes.get(i..).unwrap_or_default(),
+        None,
+        Some(tree_sitter::ParseOptions::new().progress_callback(&mut progress)),
+    )
+}
+
+/// Chunks a source file in a language with a grammar.
+pub fn chunk(spec: &'static Spec, path: &str, src: &str, opts: &Options) -> Chunked {
+    let Some(tree) = parse(&(spec.language)(), src, opts) else {
+        let mut c = crate::text::chunk(src, opts);
+        c.notes.push(Note::ParseTimeout);
+        return c;
+    };
+    let root = tree.root_node();
+    let mut w = Walker {
+        spec,
+        src,
+        opts,
+        out: Vec::new(),
+        notes: Vec::new(),
+    };
+    if root.has_error() {
+        w.notes.push(Note::SyntaxErrors);
+    }
+    let children = w.children(root, 0);
+    w.block(&children, 0, src.len(), &[], None, None, 0);
+
+    // Calls and imports: one pass over the whole tree.
+    let (calls, imports) = w.calls_and_imports(root);
+    let import_words: Vec<Vec<&str>> = imports.iter().map(|i| import_names(i)).collect();
+    let mut pieces = w.out;
+    for p in &mut pieces {
+        let lo = calls.partition_point(|(pos, _)| *pos < p.start);
+        let hi = calls.partition_point(|(pos, _)| *pos < p.end);
+        for (_, name) in &calls[lo..hi] {
+            if !p.calls.contains(name) && p.calls.len() < 64 {
+                p.calls.push(name.clone());
+            }
+        }
+        let words: std::collections::HashSet<&str> = identifiers(&p.text).collect();
+        p.imports = imports
+            .iter()
+            .zip(&import_words)
+            .filter(|(_, names)| names.iter().any(|n| words.contains(n)))
+            .map(|(i, _)| i.clone())
+            .collect();
+        if p.imports.is_empty() {
+            p.imports = imports.iter().take(12).cloned().collect();
+        }
+    }
+    let toc = toc(path, &pieces, &imports, src, opts.ceiling);
+    pieces.extend(toc);
+    let mut notes = w.notes;
+    notes.sort();
+    notes.dedup();
+    Chunked {
+        pieces,
+        notes,
+        imports,
+    }
+}
+
+/// One item of a block: a definition (with its attached comments and attributes), or code.
+#[derive(Clone, Copy)]
+struct Item<'t> {
+    start: usize,
+    end: usize,
+    node: Node<'t>,
+    /// `Some` for definitions: the definition node inside any wrapper, and its kind.
+    def: Option<(Node<'t>, Kind)>,
+}
+
+struct Walker<'s> {
+    spec: &'static Spec,
+    src: &'s str,
+    opts: &'s Options,
+    out: Vec<Piece>,
+    notes: Vec<Note>,
+}
+
+fn is_blank(s: &str) -> bool {
+    s.trim().is_empty()
+}
+
+/// Closers and preprocessor ends: a few short lines with nothing worth finding on their own.
+fn is_trivial(code: &str) -> bool {
+    let lines: Vec<&str> = code
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .collect();
+    lines.len() <= 2 && lines.iter().all(|l| l.len() <= 12)
+}
+
+fn has_blank_line(gap: &str) -> bool {
+    gap.matches('\n').count() >= 2
+}
+
+impl<'s> Walker<'s> {
+    fn text(&self, n: Node) -> &'s str {
+        &self.src[n.byte_range()]
+    }
+
+    fn note(&mut self, n: Note) {
+        if !self.notes.contains(&n) {
+            self.notes.push(n);
+        }
+    }
+
+    /// The children of `node`, with transparent nodes (`#ifdef`, `extern "C"`) replaced by
+    /// their own children, to a bounded depth.
+    fn children<'t>(&mut self, node: Node<'t>, depth: usize) -> Vec<Node<'t>> {
+        let mut out = Vec::new();
+        let mut cursor = node.walk();
+        for c in node.children(&mut cursor) {
+            if self.spec.transparent.contains(&c.kind()) && depth < self.opts.max_depth {
+                out.extend(self.children(c, depth + 1));
+            } else {
+                out.push(c);
+            }
+        }
+        out
+    }
+
+    fn as_def<'t>(&self, node: Node<'t>) -> Option<(Node<'t>, Kind)> {
+        let spec = self.spec;
+        if spec.wrappers.contains(&node.kind()) {
+            let inner = node
+                .child_by_field_name("definition")
+                .or_else(|| node.child_by_field_name("declaration"))
+                .or_else(|| {
+                    let mut c = node.walk();
+                    node.named_children(&mut c)
+                        .filter(|n| {
+                            !spec.attributes.contains(&n.kind())
+                                && !spec.comments.contains(&n.kind())
+                        })
+                        .last()
+                })?;
+            return self.as_def(inner).map(|(n, k)| (n, k));
+        }
+        if let Some(kind) = spec.def_kind(node.kind()) {
+            return Some((node, kind));
+        }
+        if spec.arrow_functions
+            && matches!(node.kind(), "lexical_declaration" | "variable_declaration")
+        {
+            let mut c = node.walk();
+            let decls: Vec<Node> = node
+                .named_children(&mut c)
+                .filter(|n| n.kind() == "variable_declarator")
+                .collect();
+            if let [d] = decls.as_slice()
+                && let Some(v) = d.child_by_field_name("value")
+                && matches!(
+                    v.kind(),
+                    "arrow_function" | "function_expression" | "function" | "generator_function"
+                )
+            {
+                return Some((node, Kind::Function));
+            }
+        }
+        None
+    }
+
+    /// Groups a block's children into items, attaching comments and attributes that stand
+    /// directly above a definition to it.
+    fn items<'t>(&self, children: &[Node<'t>]) -> Vec<Item<'t>> {
+        let spec = self.spec;
+        let mut items = Vec::with_capacity(children.len());
+        let mut pending: Vec<Node<'t>> = Vec::new();
+        let code = |n: Node<'t>| Item {
+            start: n.start_byte(),
+            end: n.end_byte(),
+            node: n,
+            def: None,
+        };
+        for &node in children {
+            let k = node.kind();
+            if spec.comments.contains(&k) || spec.attributes.contains(&k) {
+                pending.push(node);
+                continue;
+            }
+            if let Some(def) = self.as_def(node) {
+                let mut attach_from = pending.len();
+                let mut next_start = node.start_byte();
+                for i in (0..pending.len()).rev() {
+                    let p = pending[i];
+                    let gap = &self.src[p.end_byte()..next_start];
+                    if spec.attributes.contains(&p.kind()) || !has_blank_line(gap) {
+                        attach_from = i;
+                        next_start = p.start_byte();
+                    } else {
+                        break;
+                    }
+                }
+                items.extend(pending[..attach_from].iter().map(|&p| code(p)));
+                items.push(Item {
+                    start: next_start,
+                    end: node.end_byte(),
+                    node,
+                    def: Some(def),
+                });
+                pending.clear();
+            } else {
+                items.extend(pending.drain(..).map(code));
+                items.push(code(node));
+            }
+        }
+        items.extend(pending.into_iter().map(code));
+        items
+    }
+
+    /// Emits the chunks of one block: definitions, and the code between them.
+    ///
+    /// `container` is the kind and name of the enclosing oversize definition, whose own
+    /// code (header, fields, closing lines) is emitted under its kind and name.
+    #[allow(clippy::too_many_arguments)]
+    fn block(
+        &mut self,
+        children: &[Node],
+        region_start: usize,
+        region_end: usize,
+        scope: &[Scope],
+        parent: Option<usize>,
+        container: Option<&Scope>,
+        depth: usize,
+    ) {
+        let items = self.items(children);
+        // Segments: maximal runs of code, and definitions, covering the whole region.
+        enum Seg<'t> {
+            Code {
+                start: usize,
+                end: usize,
+                nodes: Vec<Node<'t>>,
+            },
+            Def {
+                start: usize,
+                end: usize,
+                item: Item<'t>,
+            },
+        }
+        let mut segs: Vec<Seg> = Vec::new();
+        let mut cursor = region_start;
+        let mut run: Option<(usize, Vec<Node>)> = None;
+        for item in &items {
+            if item.def.is_some() {
+                if let Some((s, nodes)) = run.take() {
+                    segs.push(Seg::Code {
+                        start: s,
+                        end: item.start,
+                        nodes,
+                    });
+                } else if !is_blank(&self.src[cursor..item.start]) {
+                    segs.push(Seg::Code {
+                        start: cursor,
+                        end: item.start,
+                        nodes: Vec::new(),
+                    });
+                }
+                segs.push(Seg::Def {
+                    start: item.start,
+                    end: item.end,
+                    item: *item,
+                });
+                cursor = item.end;
+            } else {
+                run.get_or_insert_with(|| (cursor, Vec::new()))
+                    .1
+                    .push(item.node);
+            }
+        }
+        let tail_start = run.as_ref().map_or(cursor, |(s, _)| *s);
+        let tail_nodes = run.map(|(_, n)| n).unwrap_or_default();
+        if !is_blank(&self.src[tail_start..region_end]) {
+            segs.push(Seg::Code {
+                start: tail_start,
+                end: region_end,
+                nodes: tail_nodes,
+            });
+        }
+        // Normalise code ranges to their non-blank text.
+        let mut segs: Vec<Seg> = segs
+            .into_iter()
+            .filter_map(|s| match s {
+                Seg::Code { start, end, nodes } => {
+                    let (start, end) = trim(self.src, start, end);
+                    (end > start).then_some(Seg::Code { start, end, nodes })
+                }
+                d => Some(d),
+            })
+            .collect();
+
+        // Module-level code is its own chunk, however small: imports and constants are worth
+        // finding. Only trivial closers (`}`, `#endif`, `end`) under the floor merge into the
+        // neighbouring definition — the one before them when it has room, else the next.
+        let floor = self.opts.floor;
+        let ceiling = self.opts.ceiling;
+        let mut i = 0;
+        while i < segs.len() {
+            let Seg::Code { start, end, .. } = segs[i] else {
+                i += 1;
+                continue;
+            };
+            if end - start >= floor || !is_trivial(&self.src[start..end]) {
+                i += 1;
+                continue;
+            }
+            if i > 0
+                && let Some(Seg::Def {
+                    start: dstart,
+                    end: dend,
+                    ..
+                }) = segs.get_mut(i - 1)
+                && end - *dstart <= ceiling
+            {
+                *dend = end;
+                segs.remove(i);
+                continue;
+            }
+            if let Some(Seg::Def {
+                end: dend,
+                start: dstart,
+                ..
+            }) = segs.get_mut(i + 1)
+                && *dend - start <= ceiling
+            {
+                *dstart = start;
+                segs.remove(i);
+                continue;
+            }
+            i += 1;
+        }
+
+        for seg in segs {
+            match seg {
+                Seg::Code { start, end, nodes } => {
+                    let (kind, symbol) = match container {
+                        Some(c) => (c.kind, Some(c.name.clone())),
+                        None => (Kind::Code, None),
+                    };
+                    let outer_scope: &[Scope] = match container {
+                        Some(_) => &scope[..scope.len().saturating_sub(1)],
+                        None => scope,
+                    };
+                    let ranges = if end - start <= ceiling {
+                        vec![(start, end)]
+                    } else {
+                        let points: Vec<(usize, Option<Node>)> =
+                            nodes.iter().map(|n| (n.start_byte(), Some(*n))).collect();
+                        self.pack(start, end, &points, depth)
+                    };
+                    self.emit_parts(&ranges, kind, symbol, outer_scope, parent, None);
+                }
+                Seg::Def { start, end, item } => {
+                    self.definition(item, start, end, scope, parent, depth);
+                }
+            }
+        }
+    }
+
+    fn definition(
+        &mut self,
+        item: Item,
+        start: usize,
+        end: usize,
+        scope: &[Scope],
+        parent: Option<usize>,
+        depth: usize,
+    ) {
+        let (node, mut kind) = item.def.expect("a definition item");
+        if kind == Kind::Function && scope.last().is_some_and(|s| s.kind.is_container()) {
+            kind = Kind::Method;
+        }
+        let name = self
+            .name_of(node)
+            .unwrap_or_else(|| "<anonymous>".to_owned());
+        let ceiling = self.opts.ceiling;
+        if end - start <= ceiling {
+            let mut p = Piece::new(kind, start, end, self.src[start..end].to_owned());
+            p.symbol = Some(name);
+            p.scope = scope.to_vec();
+            p.parent = parent;
+            self.out.push(p);
+            return;
+        }
+        let body = self.body_of(node);
+        if kind.is_container()
+            && let Some(body) = body
+        {
+            if depth >= self.opts.max_depth {
+                self.note(crate::Note::DepthLimit);
+            } else {
+                let me = Scope {
+                    kind,
+                    name: name.clone(),
+                };
+                let children = self.children(body, depth);
+                let skeleton = self.skeleton(start, body, &children);
+                let mut p = Piece::new(Kind::ClassSkeleton, start, end, String::new());
+                p.symbol = Some(name.clone());
+                p.scope = scope.to_vec();
+                p.parent = parent;
+                let skel_ranges = {
+                    let mut notes = Vec::new();
+                    split_lines(&skeleton, 0, skeleton.len(), ceiling, &mut notes)
+                };
+                let n = skel_ranges.len() as u32;
+                let skel_index = self.out.len();
+                for (i, (s, e)) in skel_ranges.into_iter().enumerate() {
+                    let mut q = p.clone();
+                    q.text = skeleton[s..e].to_owned();
+                    if n > 1 {
+                        q.part = Some((i as u32 + 1, n));
+                    }
+                    self.out.push(q);
+                }
+                let mut inner = scope.to_vec();
+                inner.push(me.clone());
+                self.block(
+                    &children,
+                    start,
+                    end,
+                    &inner,
+                    Some(skel_index),
+                    Some(&me),
+                    depth + 1,
+                );
+                return;
+            }
+        }
+        // A function (or anything without members): parts at statement boundaries.
+        let signature = body.map(|b| {
+            let sig = self.src[node.start_byte()..b.start_byte()].trim();
+            let sig = &sig[..crate::text::floor_boundary(sig, 300)];
+            sig.to_owned()
+        });
+        let points: Vec<(usize, Option<Node>)> = match body {
+            Some(b) => self
+                .cut_points(b, node)
+                .into_iter()
+                .map(|n| (n.start_byte(), Some(n)))
+                .collect(),
+            None => self
+                .cut_points(node, node)
+                .into_iter()
+                .map(|n| (n.start_byte(), Some(n)))
+                .collect(),
+        };
+        let ranges = self.pack(start, end, &points, depth);
+        self.emit_parts(&ranges, kind, Some(name), scope, parent, signature);
+    }
+
+    fn emit_parts(
+        &mut self,
+        ranges: &[(usize, usize)],
+        kind: Kind,
+        symbol: Option<String>,
+        scope: &[Scope],
+        parent: Option<usize>,
+        signature: Option<String>,
+    ) {
+        let n = ranges.len() as u32;
+        for (i, &(s, e)) in ranges.iter().enumerate() {
+            let mut p = Piece::new(kind, s, e, self.src[s..e].to_owned());
+            p.symbol.clone_from(&symbol);
+            p.scope = scope.to_vec();
+            p.parent = parent;
+            if n > 1 {
+                p.part = Some((i as u32 + 1, n));
+                p.signature.clone_from(&signature);
+            }
+            self.out.push(p);
+        }
+    }
+
+    /// Where a node may be cut: the starts of the statements in its blocks, and of the
+    /// clauses that follow a block (`else`, `except`, `case`).
+    fn cut_points<'t>(&self, node: Node<'t>, def: Node<'t>) -> Vec<Node<'t>> {
+        let mut out = Vec::new();
+        let mut c = node.walk();
+        let is_body = self.spec.bodies.contains(&node.kind())
+            || node.kind().ends_with("block")
+            || node.kind().ends_with("body")
+            || node.kind().ends_with("_statement") && node.kind().starts_with("compound")
+            || node.kind() == "body_statement";
+        if is_body || node != def && node.parent() == Some(def) {
+            out.extend(node.named_children(&mut c));
+            return out;
+        }
+        let mut after_block = false;
+        for child in node.named_children(&mut c) {
+            let k = child.kind();
+            let blockish = self.spec.bodies.contains(&k)
+                || k.ends_with("block")
+                || k.ends_with("body")
+                || k == "compound_statement"
+                || k == "body_statement"
+                || node.child_by_field_name("body") == Some(child);
+            if blockish {
+                let mut cc = child.walk();
+                out.extend(child.named_children(&mut cc));
+                after_block = true;
+            } else if after_block {
+                out.push(child);
+            }
+        }
+        out
+    }
+
+    /// Greedily packs `[start, end)` into ranges under the ceiling, cutting only at `points`;
+    /// a span between two points that is still too large is cut inside, recursively, then at
+    /// line ends.
+    fn pack(
+        &mut self,
+        start: usize,
+        end: usize,
+        points: &[(usize, Option<Node>)],
+        depth: usize,
+    ) -> Vec<(usize, usize)> {
+        let ceiling = self.opts.ceiling;
+        let mut bounds: Vec<(usize, Option<Node>)> = vec![(start, None)];
+        bounds.extend(
+            points
+                .iter()
+                .copied()
+                .filter(|(p, _)| *p > start && *p < end),
+        );
+        bounds.push((end, None));
+        bounds.dedup_by_key(|(p, _)| *p);
+        let mut out: Vec<(usize, usize)> = Vec::new();
+        let mut cur = start;
+        for w in bounds.windows(2) {
+            let ((s, node), (e, _)) = (w[0], w[1]);
+            if e - cur <= ceiling {
+                continue; // still fits: extend the current range
+            }
+            if s > cur {
+                self.push_range(cur, s, &mut out);
+                cur = s;
+            }
+            if e - s > ceiling {
+                // One statement too large on its own: cut inside it.
+                let inner = match node {
+                    Some(n) if depth < self.opts.max_depth => {
+                        let pts: Vec<(usize, Option<Node>)> = self
+                            .cut_points(n, n)
+                            .into_iter()
+                            .map(|c| (c.start_byte(), Some(c)))
+                            .collect();
+                        if pts.iter().any(|(p, _)| *p > s && *p < e) {
+                            self.pack(s, e, &pts, depth + 1)
+                        } else {
+                            split_lines(self.src, s, e, ceiling, &mut self.notes)
+                        }
+                    }
+                    _ => {
+                        if depth >= self.opts.max_depth {
+                            self.note(Note::DepthLimit);
+                        }
+                        split_lines(self.src, s, e, ceiling, &mut self.notes)
+                    }
+                };
+                out.extend(inner);
+                cur = e;
+            }
+        }
+        if end > cur {
+            self.push_range(cur, end, &mut out);
+        }
+        out
+    }
+
+    fn push_range(&mut self, s: usize, e: usize, out: &mut Vec<(usize, usize)>) {
+        let (s, e) = trim(self.src, s, e);
+        if e > s {
+            if e - s > self.opts.ceiling {
+                out.extend(split_lines(
+                    self.src,
+                    s,
+                    e,
+                    self.opts.ceiling,
+                    &mut self.notes,
+                ));
+            } else {
+                out.push((s, e));
+            }
+        }
+    }
+
+    fn body_of<'t>(&self, node: Node<'t>) -> Option<Node<'t>> {
+        if let Some(b) = node.child_by_field_name("body") {
+            return Some(b);
+        }
+        // A bounded breadth-first search for a declared body kind (Go's `type X struct {…}`).
+        let mut frontier = vec![node];
+        for _ in 0..4 {
+            let mut next = Vec::new();
+            for n in frontier {
+                let mut c = n.walk();
+                for child in n.named_children(&mut c) {
+                    if self.spec.bodies.contains(&child.kind()) {
+                        return Some(child);
+                    }
+                    next.push(child);
+                }
+            }
+            frontier = next;
+        }
+        None
+    }
+
+    fn name_of(&self, node: Node) -> Option<String> {
+        if node.kind() == "impl_item" {
+            let ty = node.child_by_field_name("type").map(|n| self.text(n))?;
+            return Some(match node.child_by_field_name("trait") {
+                Some(t) => format!("{} for {ty}", self.text(t)),
+                None => ty.to_owned(),
+            });
+        }
+        if let Some(n) = node.child_by_field_name("name") {
+            return Some(self.text(n).to_owned());
+        }
+        if let Some(mut d) = node.child_by_field_name("declarator") {
+            for _ in 0..16 {
+                match d.child_by_field_name("declarator") {
+                    Some(inner) => d = inner,
+                    None => break,
+                }
+            }
+            let t = self.text(d);
+            return Some(t[..t.find('(').unwrap_or(t.len())].trim().to_owned());
+        }
+        let mut c = node.walk();
+        for child in node.named_children(&mut c) {
+            if let Some(n) = child.child_by_field_name("name") {
+                return Some(self.text(n).to_owned());
+            }
+            if matches!(
+                child.kind(),
+                "identifier" | "type_identifier" | "constant" | "name"
+            ) {
+                return Some(self.text(child).to_owned());
+            }
+        }
+        None
+    }
+
+    /// The skeleton of an oversize container: its header, then each member — definitions
+    /// as signature (+ docstring) with the body elided, everything else as it is.
+    fn skeleton(&self, start: usize, body: Node, children: &[Node]) -> String {
+        let items = self.items(children);
+        let first = items.first().map_or(body.start_byte(), |i| i.start);
+        let mut out = self.src[start..first].trim_end().to_owned();
+        for item in &items {
+            let indent = line_indent(self.src, item.start);
+            let text = match item.def {
+                Some((node, _)) => {
+                    let body = self.body_of(node);
+                    let sig_end = body.map_or(item.end, |b| b.start_byte());
+                    let mut s = self.src[item.start..sig_end].trim_end().to_owned();
+                    if let Some(doc) = body.and_then(|b| self.docstring(b)) {
+                        s.push('\n');
+                        s.push_str(&line_indent(self.src, doc.start_byte()));
+                        s.push_str(self.text(doc));
+                    }
+                    if body.is_some() {
+                        s.push_str(" …");
+                    }
+                    s
+                }
+                None => {
+                    let t = &self.src[item.start..item.end];
+                    match t.find('\n') {
+                        Some(i) if t.len() > 200 => format!("{} …", t[..i].trim_end()),
+                        _ => t.to_owned(),
+                    }
+                }
+            };
+            out.push('\n');
+            out.push_str(&indent);
+            out.push_str(&text);
+        }
+        out
+    }
+
+    fn docstring<'t>(&self, body: Node<'t>) -> Option<Node<'t>> {
+        if !self.spec.docstrings {
+            return None;
+        }
+        let first = body.named_child(0)?;
+        (first.kind() == "expression_statement"
+            && first.named_child(0).is_some_and(|s| s.kind() == "string"))
+        .then_some(first)
+    }
+
+    /// `(byte, callee)` for every call, sorted by position; the file's import statements.
+    fn calls_and_imports(&self, root: Node) -> (Vec<(usize, String)>, Vec<String>) {
+        let mut calls = Vec::new();
+        let mut imports = Vec::new();
+        let mut cursor = root.walk();
+        'walk: loop {
+            let node = cursor.node();
+            let kind = node.kind();
+            let mut descend = true;
+            if self.spec.imports.contains(&kind) {
+                let t = self
+                    .text(node)
+                    .split_whitespace()
+                    .collect::<Vec<_>>()
+                    .join(" ");
+                let t = &t[..crate::text::floor_boundary(&t, 200)];
+                imports.push(t.to_owned());
+                descend = false;
+            } else if let Some((_, field)) = self.spec.calls.iter().find(|(k, _)| *k == kind)
+                && let Some(callee) = node.child_by_field_name(field)
+                && let Some(name) = callee_name(self.text(callee))
+            {
+                calls.push((node.start_byte(), name));
+            }
+            if descend && cursor.goto_first_child() {
+                continue;
+            }
+            loop {
+                if cursor.goto_next_sibling() {
+                    continue 'walk;
+                }
+                if !cursor.goto_parent() {
+                    break 'walk;
+                }
+            }
+        }
+        calls.sort_by_key(|(p, _)| *p);
+        (calls, imports)
+    }
+}
+
+fn line_indent(src: &str, at: usize) -> String {
+    let line_start = src[..at].rfind('\n').map_or(0, |i| i + 1);
+    src[line_start..at]
+        .chars()
+        .take_while(|c| c.is_whitespace())
+        .collect()
+}
+
+/// The last identifier of a callee expression: `self.queue.put` → `put`, `Vec::<T>::new` → `new`.
+fn callee_name(text: &str) -> Option<String> {
+    let text = text.split(['<', '(']).next().unwrap_or(text);
+    let name = identifiers(text).last()?;
+    (name.len() <= 80).then(|| name.to_owned())
+}
+
+fn identifiers(text: &str) -> impl Iterator<Item = &str> {
+    text.split(|c: char| !(c.is_alphanumeric() || c == '_' || c == '$'))
+        .filter(|w| !w.is_empty() && !w.starts_with(|c: char| c.is_ascii_digit()))
+}
+
+const IMPORT_KEYWORDS: &[&str] = &[
+    "import",
+    "from",
+    "as",
+    "use",
+    "crate",
+    "self",
+    "super",
+    "pub",
+    "package",
+    "using",
+    "static",
+    "require",
+    "require_once",
+    "include",
+    "include_once",
+    "extern",
+    "std",
+    "namespace",
+    "type",
+    "typeof",
+    "default",
+    "h",
+    "hpp",
+    "java",
+    "lang",
+];
+
+/// The names an import statement binds, roughly: its identifiers, less keywords.
+fn import_names(import: &str) -> Vec<&str> {
+    identifiers(import)
+        .filter(|w| w.len() > 1 && !IMPORT_KEYWORDS.contains(w))
+        .collect()
+}
+
+/// The table-of-contents chunk(s) of a file: path, imports, and every symbol with its line.
+fn toc(path: &str, pieces: &[Piece], imports: &[String], src: &str, ceiling: usize) -> Vec<Piece> {
+    let mut text = format!("{path}\n");
+    if !imports.is_empty() {
+        text.push_str("imports:\n");
+        for i in imports {
+            text.push_str("  ");
+            text.push_str(i);
+            text.push('\n');
+        }
+    }
+    let mut seen = std::collections::HashSet::new();
+    let mut defs = String::new();
+    for p in pieces {
+        if p.kind == Kind::Code || p.kind == Kind::ClassSkeleton {
+            continue;
+        }
+        let Some(q) = p.qualified_name() else {
+            continue;
+        };
+        if !seen.insert((p.kind, q.clone())) {
+            continue;
+        }
+        let line = src[..p.start].matches('\n').count() + 1;
+        defs.push_str(&format!("  {} {q} (line {line})\n", p.kind.as_str()));
+    }
+    if !defs.is_empty() {
+        text.push_str("defines:\n");
+        text.push_str(&defs);
+    }
+    let mut notes = Vec::new();
+    let ranges = split_lines(&text, 0, text.len(), ceiling, &mut notes);
+    let n = ranges.len() as u32;
+    ranges
+        .into_iter()
+        .enumerate()
+        .map(|(i, (s, e))| {
+            let mut p = Piece::new(Kind::Toc, 0, src.len(), text[s..e].to_owned());
+            p.imports = imports.to_vec();
+            if n > 1 {
+                p.part = Some((i as u32 + 1, n));
+            }
+            p
+        })
+        .collect()
+}

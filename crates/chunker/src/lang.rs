@@ -1,0 +1,519 @@
+//! Per-language knowledge, declared as data: which syntax nodes are definitions, which of
+//! those hold members, which wrap a definition (decorators, `export`, `template<>`), which are
+//! transparent (`#ifdef`, `extern "C"`), and which are comments, attributes, imports and
+//! calls. The chunking algorithm in [`crate::ast`] is one walker for every language.
+
+use tree_sitter::Language;
+
+/// What a definition is, as the chunk's `kind` says it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Kind {
+    Function,
+    Method,
+    Class,
+    Struct,
+    Enum,
+    Interface,
+    Trait,
+    Impl,
+    Module,
+    Namespace,
+    ClassSkeleton,
+    /// Code between definitions.
+    Code,
+    Section,
+    Text,
+    Window,
+    Toc,
+}
+
+impl Kind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Kind::Function => "function",
+            Kind::Method => "method",
+            Kind::Class => "class",
+            Kind::Struct => "struct",
+            Kind::Enum => "enum",
+            Kind::Interface => "interface",
+            Kind::Trait => "trait",
+            Kind::Impl => "impl",
+            Kind::Module => "module",
+            Kind::Namespace => "namespace",
+            Kind::ClassSkeleton => "class_skeleton",
+            Kind::Code => "module_code",
+            Kind::Section => "section",
+            Kind::Text => "text",
+            Kind::Window => "window",
+            Kind::Toc => "toc",
+        }
+    }
+
+    /// True for kinds whose oversize definitions split into members plus a skeleton.
+    pub fn is_container(self) -> bool {
+        matches!(
+            self,
+            Kind::Class
+                | Kind::Struct
+                | Kind::Enum
+                | Kind::Interface
+                | Kind::Trait
+                | Kind::Impl
+                | Kind::Module
+                | Kind::Namespace
+        )
+    }
+}
+
+/// One language's declarations.
+pub struct Spec {
+    pub name: &'static str,
+    pub language: fn() -> Language,
+    /// Definition node kinds.
+    pub defs: &'static [(&'static str, Kind)],
+    /// Nodes that wrap a definition and belong to it (decorators, `export`, templates).
+    pub wrappers: &'static [&'static str],
+    /// Nodes whose children are treated as if they stood in the parent (`#ifdef`, `extern "C"`).
+    pub transparent: &'static [&'static str],
+    /// Body node kinds of containers, when the container has no `body` field.
+    pub bodies: &'static [&'static str],
+    pub comments: &'static [&'static str],
+    /// Nodes before a definition that belong to it (Rust `#[…]`).
+    pub attributes: &'static [&'static str],
+    pub imports: &'static [&'static str],
+    /// Call nodes and the field naming the callee.
+    pub calls: &'static [(&'static str, &'static str)],
+    /// The first string statement of a body is a docstring (Python).
+    pub docstrings: bool,
+    /// `const f = () => …` declarations count as functions (JavaScript, TypeScript).
+    pub arrow_functions: bool,
+}
+
+const C_LIKE_COMMENTS: &[&str] = &["line_comment", "block_comment"];
+
+macro_rules! lang {
+    ($e:expr) => {{
+        fn f() -> Language {
+            $e.into()
+        }
+        f
+    }};
+}
+
+const JS_DEFS: &[(&str, Kind)] = &[
+    ("function_declaration", Kind::Function),
+    ("generator_function_declaration", Kind::Function),
+    ("class_declaration", Kind::Class),
+    ("class", Kind::Class),
+    ("method_definition", Kind::Method),
+];
+const TS_DEFS: &[(&str, Kind)] = &[
+    ("function_declaration", Kind::Function),
+    ("generator_function_declaration", Kind::Function),
+    ("class_declaration", Kind::Class),
+    ("abstract_class_declaration", Kind::Class),
+    ("class", Kind::Class),
+    ("method_definition", Kind::Method),
+    ("interface_declaration", Kind::Interface),
+    ("enum_declaration", Kind::Enum),
+    ("internal_module", Kind::Namespace),
+    ("module", Kind::Namespace),
+    ("function_signature", Kind::Function),
+    ("abstract_method_signature", Kind::Method),
+];
+const JS_CALLS: &[(&str, &str)] = &[
+    ("call_expression", "function"),
+    ("new_expression", "constructor"),
+];
+
+/// Every statically compiled language.
+pub static SPECS: &[Spec] = &[
+    Spec {
+        name: "python",
+        language: lang!(tree_sitter_python::LANGUAGE),
+        defs: &[
+            ("function_definition", Kind::Function),
+            ("class_definition", Kind::Class),
+        ],
+        wrappers: &["decorated_definition"],
+        transparent: &[],
+        bodies: &["block"],
+        comments: &["comment"],
+        attributes: &[],
+        imports: &[
+            "import_statement",
+            "import_from_statement",
+            "future_import_statement",
+        ],
+        calls: &[("call", "function")],
+        docstrings: true,
+        arrow_functions: false,
+    },
+    Spec {
+        name: "rust",
+        language: lang!(tree_sitter_rust::LANGUAGE),
+        defs: &[
+            ("function_item", Kind::Function),
+            ("function_signature_item", Kind::Function),
+            ("struct_item", Kind::Struct),
+            ("enum_item", Kind::Enum),
+            ("union_item", Kind::Struct),
+            ("trait_item", Kind::Trait),
+            ("impl_item", Kind::Impl),
+            ("mod_item", Kind::Module),
+            ("macro_definition", Kind::Function),
+        ],
+        wrappers: &[],
+        transparent: &[],
+        bodies: &[
+            "declaration_list",
+            "field_declaration_list",
+            "enum_variant_list",
+        ],
+        comments: C_LIKE_COMMENTS,
+        attributes: &["attribute_item"],
+        imports: &["use_declaration", "extern_crate_declaration"],
+        calls: &[
+            ("call_expression", "function"),
+            ("macro_invocation", "macro"),
+        ],
+        docstrings: false,
+        arrow_functions: false,
+    },
+    Spec {
+        name: "go",
+        language: lang!(tree_sitter_go::LANGUAGE),
+        defs: &[
+            ("function_declaration", Kind::Function),
+            ("method_declaration", Kind::Method),
+            ("type_declaration", Kind::Struct),
+        ],
+        wrappers: &[],
+        transparent: &[],
+        bodies: &[],
+        comments: &["comment"],
+        attributes: &[],
+        imports: &["import_declaration", "package_clause"],
+        calls: &[("call_expression", "function")],
+        docstrings: false,
+        arrow_functions: false,
+    },
+    Spec {
+        name: "java",
+        language: lang!(tree_sitter_java::LANGUAGE),
+        defs: &[
+            ("class_declaration", Kind::Class),
+            ("interface_declaration", Kind::Interface),
+            ("enum_declaration", Kind::Enum),
+            ("record_declaration", Kind::Class),
+            ("annotation_type_declaration", Kind::Interface),
+            ("method_declaration", Kind::Method),
+            ("constructor_declaration", Kind::Method),
+            ("compact_constructor_declaration", Kind::Method),
+        ],
+        wrappers: &[],
+        transparent: &[],
+        bodies: &["class_body", "interface_body", "enum_body"],
+        comments: C_LIKE_COMMENTS,
+        attributes: &[],
+        imports: &["import_declaration", "package_declaration"],
+        calls: &[
+            ("method_invocation", "name"),
+            ("object_creation_expression", "type"),
+        ],
+        docstrings: false,
+        arrow_functions: false,
+    },
+    Spec {
+        name: "javascript",
+        language: lang!(tree_sitter_javascript::LANGUAGE),
+        defs: JS_DEFS,
+        wrappers: &["export_statement"],
+        transparent: &[],
+        bodies: &["class_body", "statement_block"],
+        comments: &["comment"],
+        attributes: &["decorator"],
+        imports: &["import_statement"],
+        calls: JS_CALLS,
+        docstrings: false,
+        arrow_functions: true,
+    },
+    Spec {
+        name: "typescript",
+        language: lang!(tree_sitter_typescript::LANGUAGE_TYPESCRIPT),
+        defs: TS_DEFS,
+        wrappers: &["export_statement", "ambient_declaration"],
+        transparent: &[],
+        bodies: &[
+            "class_body",
+            "interface_body",
+            "object_type",
+            "enum_body",
+            "statement_block",
+        ],
+        comments: &["comment"],
+        attributes: &["decorator"],
+        imports: &["import_statement"],
+        calls: JS_CALLS,
+        docstrings: false,
+        arrow_functions: true,
+    },
+    Spec {
+        name: "tsx",
+        language: lang!(tree_sitter_typescript::LANGUAGE_TSX),
+        defs: TS_DEFS,
+        wrappers: &["export_statement", "ambient_declaration"],
+        transparent: &[],
+        bodies: &[
+            "class_body",
+            "interface_body",
+            "object_type",
+            "enum_body",
+            "statement_block",
+        ],
+        comments: &["comment"],
+        attributes: &["decorator"],
+        imports: &["import_statement"],
+        calls: JS_CALLS,
+        docstrings: false,
+        arrow_functions: true,
+    },
+    Spec {
+        name: "c",
+        language: lang!(tree_sitter_c::LANGUAGE),
+        defs: &[
+            ("function_definition", Kind::Function),
+            ("struct_specifier", Kind::Struct),
+            ("union_specifier", Kind::Struct),
+            ("enum_specifier", Kind::Enum),
+            ("type_definition", Kind::Struct),
+        ],
+        wrappers: &[],
+        transparent: &[
+            "preproc_ifdef",
+            "preproc_if",
+            "preproc_else",
+            "preproc_elif",
+            "linkage_specification",
+        ],
+        bodies: &["field_declaration_list", "enumerator_list"],
+        comments: &["comment"],
+        attributes: &[],
+        imports: &["preproc_include"],
+        calls: &[("call_expression", "function")],
+        docstrings: false,
+        arrow_functions: false,
+    },
+    Spec {
+        name: "cpp",
+        language: lang!(tree_sitter_cpp::LANGUAGE),
+        defs: &[
+            ("function_definition", Kind::Function),
+            ("class_specifier", Kind::Class),
+            ("struct_specifier", Kind::Struct),
+            ("union_specifier", Kind::Struct),
+            ("enum_specifier", Kind::Enum),
+            ("namespace_definition", Kind::Namespace),
+            ("type_definition", Kind::Struct),
+            ("concept_definition", Kind::Interface),
+        ],
+        wrappers: &["template_declaration"],
+        transparent: &[
+            "preproc_ifdef",
+            "preproc_if",
+            "preproc_else",
+            "preproc_elif",
+            "linkage_specification",
+        ],
+        bodies: &[
+            "field_declaration_list",
+            "declaration_list",
+            "enumerator_list",
+        ],
+        comments: &["comment"],
+        attributes: &["attribute_declaration"],
+        imports: &["preproc_include", "using_declaration"],
+        calls: &[("call_expression", "function"), ("new_expression", "type")],
+        docstrings: false,
+        arrow_functions: false,
+    },
+    Spec {
+        name: "csharp",
+        language: lang!(tree_sitter_c_sharp::LANGUAGE),
+        defs: &[
+            ("class_declaration", Kind::Class),
+            ("struct_declaration", Kind::Struct),
+            ("record_declaration", Kind::Class),
+            ("interface_declaration", Kind::Interface),
+            ("enum_declaration", Kind::Enum),
+            ("namespace_declaration", Kind::Namespace),
+            ("method_declaration", Kind::Method),
+            ("constructor_declaration", Kind::Method),
+            ("destructor_declaration", Kind::Method),
+            ("operator_declaration", Kind::Method),
+            ("property_declaration", Kind::Method),
+            ("local_function_statement", Kind::Function),
+        ],
+        wrappers: &[],
+        transparent: &[],
+        bodies: &["declaration_list", "enum_member_declaration_list"],
+        comments: &["comment"],
+        attributes: &[],
+        imports: &["using_directive"],
+        calls: &[
+            ("invocation_expression", "function"),
+            ("object_creation_expression", "type"),
+        ],
+        docstrings: false,
+        arrow_functions: false,
+    },
+    Spec {
+        name: "ruby",
+        language: lang!(tree_sitter_ruby::LANGUAGE),
+        defs: &[
+            ("method", Kind::Method),
+            ("singleton_method", Kind::Method),
+            ("class", Kind::Class),
+            ("singleton_class", Kind::Class),
+            ("module", Kind::Module),
+        ],
+        wrappers: &[],
+        transparent: &[],
+        bodies: &["body_statement"],
+        comments: &["comment"],
+        attributes: &[],
+        imports: &[],
+        calls: &[("call", "method")],
+        docstrings: false,
+        arrow_functions: false,
+    },
+    Spec {
+        name: "php",
+        language: lang!(tree_sitter_php::LANGUAGE_PHP),
+        defs: &[
+            ("function_definition", Kind::Function),
+            ("class_declaration", Kind::Class),
+            ("interface_declaration", Kind::Interface),
+            ("trait_declaration", Kind::Trait),
+            ("enum_declaration", Kind::Enum),
+            ("method_declaration", Kind::Method),
+            ("namespace_definition", Kind::Namespace),
+        ],
+        wrappers: &[],
+        transparent: &[],
+        bodies: &[
+            "declaration_list",
+            "enum_declaration_list",
+            "compound_statement",
+        ],
+        comments: &["comment"],
+        attributes: &["attribute_list"],
+        imports: &[
+            "namespace_use_declaration",
+            "require_expression",
+            "require_once_expression",
+            "include_expression",
+            "include_once_expression",
+        ],
+        calls: &[
+            ("function_call_expression", "function"),
+            ("member_call_expression", "name"),
+            ("scoped_call_expression", "name"),
+        ],
+        docstrings: false,
+        arrow_functions: false,
+    },
+    Spec {
+        name: "bash",
+        language: lang!(tree_sitter_bash::LANGUAGE),
+        defs: &[("function_definition", Kind::Function)],
+        wrappers: &[],
+        transparent: &[],
+        bodies: &["compound_statement"],
+        comments: &["comment"],
+        attributes: &[],
+        imports: &[],
+        calls: &[("command", "name")],
+        docstrings: false,
+        arrow_functions: false,
+    },
+    Spec {
+        name: "lua",
+        language: lang!(tree_sitter_lua::LANGUAGE),
+        defs: &[("function_declaration", Kind::Function)],
+        wrappers: &[],
+        transparent: &[],
+        bodies: &["block"],
+        comments: &["comment"],
+        attributes: &[],
+        imports: &[],
+        calls: &[("function_call", "name")],
+        docstrings: false,
+        arrow_functions: false,
+    },
+];
+
+/// The spec of a statically compiled language, by trawl's language name.
+pub fn spec(language: &str) -> Option<&'static Spec> {
+    SPECS.iter().find(|s| s.name == language)
+}
+
+impl Spec {
+    pub fn def_kind(&self, node_kind: &str) -> Option<Kind> {
+        self.defs
+            .iter()
+            .find(|(k, _)| *k == node_kind)
+            .map(|(_, kind)| *kind)
+    }
+}
+
+/// The markdown grammar (block structure), used by [`crate::markdown`].
+pub fn markdown() -> Language {
+    tree_sitter_md::LANGUAGE.into()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_grammar_loads_and_every_declared_node_kind_exists() {
+        for spec in SPECS {
+            let lang = (spec.language)();
+            let mut parser = tree_sitter::Parser::new();
+            parser.set_language(&lang).unwrap();
+            let kinds = spec
+                .defs
+                .iter()
+                .map(|(k, _)| *k)
+                .chain(spec.wrappers.iter().copied())
+                .chain(spec.transparent.iter().copied())
+                .chain(spec.bodies.iter().copied())
+                .chain(spec.comments.iter().copied())
+                .chain(spec.attributes.iter().copied())
+                .chain(spec.imports.iter().copied())
+                .chain(spec.calls.iter().map(|(k, _)| *k));
+            for kind in kinds {
+                assert_ne!(
+                    lang.id_for_node_kind(kind, true),
+                    0,
+                    "{}: no node kind {kind:?}",
+                    spec.name
+                );
+            }
+            for (call, field) in spec.calls {
+                assert!(
+                    lang.field_id_for_name(field).is_some(),
+                    "{}: no field {field:?} for {call}",
+                    spec.name
+                );
+            }
+        }
+        parser_for_markdown();
+    }
+
+    fn parser_for_markdown() {
+        let mut p = tree_sitter::Parser::new();
+        p.set_language(&markdown()).unwrap();
+    }
+}

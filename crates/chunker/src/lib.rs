@@ -1,0 +1,211 @@
+//! # trawl-chunker
+//!
+//! Splits a source file into the units a person or an LLM wants back from a search: one
+//! definition per chunk — function, method, class, interface, impl — with its decorators,
+//! docstring and leading comments. Never a character window (that baseline exists only for
+//! comparisons, [`Strategy::Windows`]).
+//!
+//! The rules, all enforced by tests:
+//! - a definition that fits the ceiling is one chunk;
+//! - an oversize container (class, impl, trait, interface, namespace) becomes one chunk per
+//!   member, chunks for its own code (header, fields, closing lines), and a **skeleton**:
+//!   signature, fields, every member's signature and docstring, bodies elided;
+//! - an oversize function splits at statement boundaries; every part keeps the symbol, a
+//!   `part i/n` and the signature;
+//! - code between definitions (imports, constants, `if __name__ == …`) becomes its own chunks;
+//!   tiny pieces (under the floor) merge with a neighbour; nothing is dropped: every non-blank
+//!   line is inside a chunk that is not a skeleton or a table of contents;
+//! - each source file also gets a table-of-contents chunk (path, imports, symbols);
+//! - Markdown splits on headings and keeps the heading trail; plain text splits on paragraphs;
+//! - no chunk's text exceeds the ceiling (2,000 bytes by default).
+//!
+//! The key design decision is **one walker for every language**: what differs between
+//! languages is declared as data in [`lang`] (node kinds for definitions, containers,
+//! wrappers, comments, imports, calls), not written as a walker per language.
+//!
+//! Robustness is deliberate: a syntax error still yields chunks (tree-sitter recovers); a
+//! parse that runs past its time budget, nesting deeper than the depth limit, a line longer
+//! than the ceiling, or a language with no grammar falls back to simpler splitting, with a
+//! [`Note`] saying so. Nothing here recurses on the syntax tree without a depth bound.
+
+pub mod ast;
+pub mod lang;
+pub mod markdown;
+pub mod records;
+pub mod text;
+
+use std::time::Duration;
+
+pub use lang::Kind;
+
+/// The version of the chunking rules; part of every content hash. Bump it when the chunks a
+/// file produces change, so embeddings are recomputed.
+pub const CHUNKER_VERSION: &str = "1";
+
+/// Limits of the chunker.
+#[derive(Clone, Debug)]
+pub struct Options {
+    /// Pieces smaller than this many bytes merge with a neighbour.
+    pub floor: usize,
+    /// No chunk's text is larger than this many bytes.
+    pub ceiling: usize,
+    /// A parse that takes longer falls back to text chunking.
+    pub parse_timeout: Duration,
+    /// Containers nested deeper than this are split as plain code.
+    pub max_depth: usize,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Self {
+            floor: 200,
+            ceiling: 2000,
+            parse_timeout: Duration::from_secs(5),
+            max_depth: 48,
+        }
+    }
+}
+
+/// How to chunk.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Strategy {
+    /// Definitions, sections, paragraphs: the product.
+    #[default]
+    Ast,
+    /// Fixed windows of 1,000 characters with 100 of overlap: the naive baseline.
+    Windows,
+}
+
+/// Something the chunker had to do on purpose, counted per file.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Note {
+    /// No grammar for the language: chunked as text.
+    NoGrammar,
+    /// The parse exceeded its time budget: chunked as text.
+    ParseTimeout,
+    /// The file has syntax errors (chunks still follow the recovered tree).
+    SyntaxErrors,
+    /// Nesting deeper than the depth limit was split as plain code.
+    DepthLimit,
+    /// A single line longer than the ceiling was cut inside the line.
+    OversizeLine,
+}
+
+impl Note {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Note::NoGrammar => "no-grammar",
+            Note::ParseTimeout => "parse-timeout",
+            Note::SyntaxErrors => "syntax-errors",
+            Note::DepthLimit => "depth-limit",
+            Note::OversizeLine => "oversize-line",
+        }
+    }
+}
+
+/// One step of a scope chain: `class QueueWorker`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Scope {
+    pub kind: Kind,
+    pub name: String,
+}
+
+/// A chunk before it becomes a record: byte range, text, symbol and graph metadata.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Piece {
+    pub kind: Kind,
+    pub symbol: Option<String>,
+    /// Enclosing definitions, outermost first (not including this piece).
+    pub scope: Vec<Scope>,
+    pub start: usize,
+    pub end: usize,
+    /// The code as it is in the file (`src[start..end]`), or generated text for skeletons and
+    /// tables of contents.
+    pub text: String,
+    /// `(i, n)` for part i of n of an oversize definition.
+    pub part: Option<(u32, u32)>,
+    /// The definition's signature, on parts of an oversize definition.
+    pub signature: Option<String>,
+    /// Index of the parent piece (a container's skeleton), if any.
+    pub parent: Option<usize>,
+    pub calls: Vec<String>,
+    /// The imports this piece uses (else the file's).
+    pub imports: Vec<String>,
+    /// For Markdown: the heading trail.
+    pub trail: Vec<String>,
+}
+
+impl Piece {
+    fn new(kind: Kind, start: usize, end: usize, text: String) -> Self {
+        Self {
+            kind,
+            symbol: None,
+            scope: Vec::new(),
+            start,
+            end,
+            text,
+            part: None,
+            signature: None,
+            parent: None,
+            calls: Vec::new(),
+            imports: Vec::new(),
+            trail: Vec::new(),
+        }
+    }
+
+    /// `QueueWorker.drain`: the scope chain and the symbol.
+    pub fn qualified_name(&self) -> Option<String> {
+        let symbol = self.symbol.as_ref()?;
+        let mut parts: Vec<&str> = self.scope.iter().map(|s| s.name.as_str()).collect();
+        parts.push(symbol);
+        Some(parts.join("."))
+    }
+
+    /// True for pieces whose text is not a span of the file.
+    pub fn is_generated(&self) -> bool {
+        matches!(self.kind, Kind::ClassSkeleton | Kind::Toc)
+    }
+}
+
+/// The chunks of one file.
+#[derive(Clone, Debug, Default)]
+pub struct Chunked {
+    pub pieces: Vec<Piece>,
+    pub notes: Vec<Note>,
+    /// The file's import statements.
+    pub imports: Vec<String>,
+}
+
+/// Chunks `src` (the file at `path`, in `language`) with `strategy`.
+pub fn chunk(
+    path: &str,
+    language: Option<&str>,
+    src: &str,
+    strategy: Strategy,
+    opts: &Options,
+) -> Chunked {
+    if strategy == Strategy::Windows {
+        return Chunked {
+            pieces: text::windows(src, 1000, 100),
+            ..Chunked::default()
+        };
+    }
+    match language {
+        Some("markdown") => markdown::chunk(src, opts),
+        Some(l) => match lang::spec(l) {
+            Some(spec) => ast::chunk(spec, path, src, opts),
+            None => {
+                let mut c = text::chunk(src, opts);
+                if !matches!(l, "text" | "rst") {
+                    c.notes.push(Note::NoGrammar);
+                }
+                c
+            }
+        },
+        None => {
+            let mut c = text::chunk(src, opts);
+            c.notes.push(Note::NoGrammar);
+            c
+        }
+    }
+}

@@ -1,0 +1,198 @@
+//! Plain text: paragraphs merged up to the floor; and the helpers every chunker uses to cut
+//! a span that is too large at line boundaries, and a line that is too long at character
+//! boundaries.
+
+use crate::lang::Kind;
+use crate::{Chunked, Note, Options, Piece};
+
+/// Trims whitespace from both ends of `src[s..e]`, returning the trimmed range.
+pub fn trim(src: &str, s: usize, e: usize) -> (usize, usize) {
+    let t = &src[s..e];
+    let lead = t.len() - t.trim_start().len();
+    let trail = t.len() - t.trim_end().len();
+    if lead == t.len() {
+        return (s, s);
+    }
+    (s + lead, e - trail)
+}
+
+/// The largest char boundary of `s` at or below `i`.
+pub fn floor_boundary(s: &str, mut i: usize) -> usize {
+    if i >= s.len() {
+        return s.len();
+    }
+    while !s.is_char_boundary(i) {
+        i -= 1;
+    }
+    i
+}
+
+/// Cuts `src[s..e]` into ranges of at most `ceiling` bytes at line ends, and inside a line
+/// (at character boundaries) only when a single line is longer than the ceiling. Blank
+/// ranges are dropped; every non-blank byte is in some range.
+pub fn split_lines(
+    src: &str,
+    s: usize,
+    e: usize,
+    ceiling: usize,
+    notes: &mut Vec<Note>,
+) -> Vec<(usize, usize)> {
+    let mut out = Vec::new();
+    let mut cur = s;
+    let mut pos = s;
+    // Walk line by line; `pos` is the start of the next line.
+    while pos < e {
+        let line_end = src[pos..e].find('\n').map_or(e, |i| pos + i + 1);
+        if line_end - cur > ceiling && pos > cur {
+            push_trimmed(src, cur, pos, &mut out);
+            cur = pos;
+        }
+        if line_end - cur > ceiling {
+            // One line longer than the ceiling: cut inside it.
+            if !notes.contains(&Note::OversizeLine) {
+                notes.push(Note::OversizeLine);
+            }
+            let mut a = cur;
+            while line_end - a > ceiling {
+                let b = floor_boundary(src, a + ceiling).max(a + 1);
+                let b = if src.is_char_boundary(b) {
+                    b
+                } else {
+                    next_boundary(src, b)
+                };
+                push_trimmed(src, a, b, &mut out);
+                a = b;
+            }
+            cur = a;
+        }
+        pos = line_end;
+    }
+    push_trimmed(src, cur, e, &mut out);
+    out
+}
+
+fn next_boundary(s: &str, mut i: usize) -> usize {
+    while i < s.len() && !s.is_char_boundary(i) {
+        i += 1;
+    }
+    i
+}
+
+fn push_trimmed(src: &str, s: usize, e: usize, out: &mut Vec<(usize, usize)>) {
+    let (s, e) = trim(src, s, e);
+    if e > s {
+        out.push((s, e));
+    }
+}
+
+/// Paragraphs (separated by blank lines), merged while the chunk is under the floor, never
+/// over the ceiling.
+pub fn chunk(src: &str, opts: &Options) -> Chunked {
+    let mut notes = Vec::new();
+    let mut paragraphs: Vec<(usize, usize)> = Vec::new();
+    let mut start = 0;
+    let mut pos = 0;
+    let mut blank_run = false;
+    while pos < src.len() {
+        let line_end = src[pos..].find('\n').map_or(src.len(), |i| pos + i + 1);
+        let blank = src[pos..line_end].trim().is_empty();
+        if blank && !blank_run && pos > start {
+            paragraphs.push((start, pos));
+        }
+        if blank {
+            start = line_end;
+        }
+        blank_run = blank;
+        pos = line_end;
+    }
+    if start < src.len() {
+        paragraphs.push((start, src.len()));
+    }
+    let mut ranges: Vec<(usize, usize)> = Vec::new();
+    for (s, e) in paragraphs {
+        for (s, e) in split_lines(src, s, e, opts.ceiling, &mut notes) {
+            match ranges.last_mut() {
+                Some(last) if last.1 - last.0 < opts.floor && e - last.0 <= opts.ceiling => {
+                    last.1 = e;
+                }
+                _ => ranges.push((s, e)),
+            }
+        }
+    }
+    Chunked {
+        pieces: ranges
+            .into_iter()
+            .map(|(s, e)| Piece::new(Kind::Text, s, e, src[s..e].to_owned()))
+            .collect(),
+        notes,
+        imports: Vec::new(),
+    }
+}
+
+/// Fixed windows of `size` characters with `overlap` characters shared between neighbours:
+/// the naive baseline, kept for comparisons.
+pub fn windows(src: &str, size: usize, overlap: usize) -> Vec<Piece> {
+    let bounds: Vec<usize> = src
+        .char_indices()
+        .map(|(i, _)| i)
+        .chain([src.len()])
+        .collect();
+    let chars = bounds.len() - 1;
+    let step = size.saturating_sub(overlap).max(1);
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < chars {
+        let j = (i + size).min(chars);
+        let (s, e) = (bounds[i], bounds[j]);
+        if !src[s..e].trim().is_empty() {
+            out.push(Piece::new(Kind::Window, s, e, src[s..e].to_owned()));
+        }
+        if j == chars {
+            break;
+        }
+        i += step;
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn paragraphs_merge_up_to_the_floor_and_never_pass_the_ceiling() {
+        let src = "a\n\nb\n\n\n".to_owned() + &"c".repeat(300) + "\n\nd\n";
+        let opts = Options {
+            floor: 10,
+            ceiling: 100,
+            ..Options::default()
+        };
+        let c = chunk(&src, &opts);
+        assert!(c.pieces.iter().all(|p| p.text.len() <= 100));
+        assert_eq!(c.pieces[0].text, "a\n\nb");
+        assert!(c.notes.contains(&Note::OversizeLine));
+        let joined: String = c.pieces.iter().map(|p| p.text.as_str()).collect();
+        assert_eq!(joined.matches('c').count(), 300, "nothing is lost");
+    }
+
+    #[test]
+    fn windows_overlap_and_respect_char_boundaries() {
+        let src = "é".repeat(2500);
+        let w = windows(&src, 1000, 100);
+        assert_eq!(w.len(), 3);
+        assert_eq!(w[0].text.chars().count(), 1000);
+        assert_eq!(w[1].start, "é".len() * 900);
+    }
+
+    #[test]
+    fn a_five_megabyte_line_is_cut_at_char_boundaries() {
+        let src = "ü".repeat(2_500_000);
+        let mut notes = Vec::new();
+        let r = split_lines(&src, 0, src.len(), 2000, &mut notes);
+        assert!(
+            r.iter()
+                .all(|(s, e)| e - s <= 2000 && src.is_char_boundary(*s))
+        );
+        assert_eq!(r.iter().map(|(s, e)| e - s).sum::<usize>(), src.len());
+    }
+}
