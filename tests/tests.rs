@@ -1,6 +1,7 @@
 //! The one integration test binary (one link, as ripgrep and DataFusion do it).
 //! Regression tests are named after what they reproduce.
 
+mod chunk;
 mod cli;
 mod fetch;
 mod support;

@@ -116,7 +116,16 @@ fn is_trivial(code: &str) -> bool {
         .map(str::trim)
         .filter(|l| !l.is_empty())
         .collect();
-    lines.len() <= 2 && lines.iter().all(|l| l.len() <= 12)
+    lines.len() <= 2
+        && lines.iter().all(|l| {
+            l.len() <= 12
+                || (l.len() <= 60
+                    && [
+                        "}", ")", "]", "#endif", "#else", "end", "//", "/*", "*", "# ", "--",
+                    ]
+                    .iter()
+                    .any(|c| l.starts_with(c)))
+        })
 }
 
 fn has_blank_line(gap: &str) -> bool {
@@ -164,9 +173,13 @@ impl<'s> Walker<'s> {
                         })
                         .last()
                 })?;
-            return self.as_def(inner).map(|(n, k)| (n, k));
+            return self.as_def(inner);
         }
         if let Some(kind) = spec.def_kind(node.kind()) {
+            // `namespace X;` without a body is a statement, not a definition.
+            if matches!(kind, Kind::Namespace | Kind::Module) && self.body_of(node).is_none() {
+                return None;
+            }
             return Some((node, kind));
         }
         if spec.arrow_functions
@@ -314,7 +327,7 @@ impl<'s> Walker<'s> {
                     let (start, end) = trim(self.src, start, end);
                     (end > start).then_some(Seg::Code { start, end, nodes })
                 }
-                d => Some(d),
+                d @ Seg::Def { .. } => Some(d),
             })
             .collect();
 
@@ -329,7 +342,9 @@ impl<'s> Walker<'s> {
                 i += 1;
                 continue;
             };
-            if end - start >= floor || !is_trivial(&self.src[start..end]) {
+            let scope_code =
+                container.is_some_and(|c| matches!(c.kind, Kind::Namespace | Kind::Module));
+            if end - start >= floor || !(scope_code || is_trivial(&self.src[start..end])) {
                 i += 1;
                 continue;
             }
@@ -377,7 +392,7 @@ impl<'s> Walker<'s> {
                             nodes.iter().map(|n| (n.start_byte(), Some(*n))).collect();
                         self.pack(start, end, &points, depth)
                     };
-                    self.emit_parts(&ranges, kind, symbol, outer_scope, parent, None);
+                    self.emit_parts(&ranges, kind, symbol.as_deref(), outer_scope, parent, None);
                 }
                 Seg::Def { start, end, item } => {
                     self.definition(item, start, end, scope, parent, depth);
@@ -396,13 +411,30 @@ impl<'s> Walker<'s> {
         depth: usize,
     ) {
         let (node, mut kind) = item.def.expect("a definition item");
-        if kind == Kind::Function && scope.last().is_some_and(|s| s.kind.is_container()) {
+        if kind == Kind::Function
+            && scope.last().is_some_and(|s| {
+                s.kind.is_container() && !matches!(s.kind, Kind::Namespace | Kind::Module)
+            })
+        {
             kind = Kind::Method;
         }
         let name = self
             .name_of(node)
             .unwrap_or_else(|| "<anonymous>".to_owned());
         let ceiling = self.opts.ceiling;
+        let body = self.body_of(node);
+        // Namespaces and modules are scopes, not units: their members are the chunks.
+        if matches!(kind, Kind::Namespace | Kind::Module)
+            && let Some(body) = body
+            && depth < self.opts.max_depth
+        {
+            let me = Scope { kind, name };
+            let children = self.children(body, depth);
+            let mut inner = scope.to_vec();
+            inner.push(me.clone());
+            self.block(&children, start, end, &inner, parent, Some(&me), depth + 1);
+            return;
+        }
         if end - start <= ceiling {
             let mut p = Piece::new(kind, start, end, self.src[start..end].to_owned());
             p.symbol = Some(name);
@@ -411,7 +443,6 @@ impl<'s> Walker<'s> {
             self.out.push(p);
             return;
         }
-        let body = self.body_of(node);
         if kind.is_container()
             && let Some(body) = body
         {
@@ -436,7 +467,7 @@ impl<'s> Walker<'s> {
                 let skel_index = self.out.len();
                 for (i, (s, e)) in skel_ranges.into_iter().enumerate() {
                     let mut q = p.clone();
-                    q.text = skeleton[s..e].to_owned();
+                    skeleton[s..e].clone_into(&mut q.text);
                     if n > 1 {
                         q.part = Some((i as u32 + 1, n));
                     }
@@ -475,27 +506,34 @@ impl<'s> Walker<'s> {
                 .collect(),
         };
         let ranges = self.pack(start, end, &points, depth);
-        self.emit_parts(&ranges, kind, Some(name), scope, parent, signature);
+        self.emit_parts(
+            &ranges,
+            kind,
+            Some(&name),
+            scope,
+            parent,
+            signature.as_deref(),
+        );
     }
 
     fn emit_parts(
         &mut self,
         ranges: &[(usize, usize)],
         kind: Kind,
-        symbol: Option<String>,
+        symbol: Option<&str>,
         scope: &[Scope],
         parent: Option<usize>,
-        signature: Option<String>,
+        signature: Option<&str>,
     ) {
         let n = ranges.len() as u32;
         for (i, &(s, e)) in ranges.iter().enumerate() {
             let mut p = Piece::new(kind, s, e, self.src[s..e].to_owned());
-            p.symbol.clone_from(&symbol);
+            p.symbol = symbol.map(str::to_owned);
             p.scope = scope.to_vec();
             p.parent = parent;
             if n > 1 {
                 p.part = Some((i as u32 + 1, n));
-                p.signature.clone_from(&signature);
+                p.signature = signature.map(str::to_owned);
             }
             self.out.push(p);
         }
@@ -638,6 +676,10 @@ impl<'s> Walker<'s> {
     }
 
     fn name_of(&self, node: Node) -> Option<String> {
+        self.raw_name(node).map(|n| strip_generics(&n))
+    }
+
+    fn raw_name(&self, node: Node) -> Option<String> {
         if node.kind() == "impl_item" {
             let ty = node.child_by_field_name("type").map(|n| self.text(n))?;
             return Some(match node.child_by_field_name("trait") {
@@ -736,7 +778,8 @@ impl<'s> Walker<'s> {
                     .split_whitespace()
                     .collect::<Vec<_>>()
                     .join(" ");
-                let t = &t[..crate::text::floor_boundary(&t, 200)];
+                let t = t.trim_end_matches(';');
+                let t = &t[..crate::text::floor_boundary(t, 200)];
                 imports.push(t.to_owned());
                 descend = false;
             } else if let Some((_, field)) = self.spec.calls.iter().find(|(k, _)| *k == kind)
@@ -760,6 +803,21 @@ impl<'s> Walker<'s> {
         calls.sort_by_key(|(p, _)| *p);
         (calls, imports)
     }
+}
+
+/// `QueueWorker<W>` → `QueueWorker`; `From<u8> for Id<T>` → `From for Id`.
+fn strip_generics(name: &str) -> String {
+    let mut out = String::with_capacity(name.len());
+    let mut depth = 0usize;
+    for c in name.chars() {
+        match c {
+            '<' => depth += 1,
+            '>' if depth > 0 => depth -= 1,
+            _ if depth == 0 => out.push(c),
+            _ => {}
+        }
+    }
+    out.split_whitespace().collect::<Vec<_>>().join(" ")
 }
 
 fn line_indent(src: &str, at: usize) -> String {

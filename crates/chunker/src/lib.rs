@@ -29,6 +29,7 @@
 //! [`Note`] saying so. Nothing here recurses on the syntax tree without a depth bound.
 
 pub mod ast;
+pub mod check;
 pub mod lang;
 pub mod markdown;
 pub mod records;

@@ -60,7 +60,7 @@ pub fn chunk(src: &str, opts: &Options) -> Chunked {
             && p.end - last.start <= opts.ceiling
         {
             last.end = p.end;
-            last.text = src[last.start..last.end].to_owned();
+            src[last.start..last.end].clone_into(&mut last.text);
             continue;
         }
         merged.push(p);

@@ -1,0 +1,132 @@
+//! The chunker on fixtures (snapshots), on real corpora (invariants), and as a user runs it.
+
+use std::path::{Path, PathBuf};
+
+use trawl_chunker::{Options, Strategy, check, chunk};
+use trawl_core::language;
+
+fn fixture_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/chunk")
+}
+
+fn files_under(dir: &Path, exts: &[&str], out: &mut Vec<PathBuf>) {
+    let Ok(rd) = std::fs::read_dir(dir) else {
+        return;
+    };
+    let mut entries: Vec<_> = rd.flatten().collect();
+    entries.sort_by_key(std::fs::DirEntry::file_name);
+    for e in entries {
+        let p = e.path();
+        if p.is_dir() {
+            files_under(&p, exts, out);
+        } else if p
+            .extension()
+            .and_then(|x| x.to_str())
+            .is_some_and(|x| exts.contains(&x))
+        {
+            out.push(p);
+        }
+    }
+}
+
+/// Chunks every sampled file of a corpus with a small and the default ceiling and checks
+/// every invariant. Returns (files, bytes, chunks).
+fn corpus(root: &Path, exts: &[&str], budget_bytes: usize) -> (usize, usize, usize) {
+    let mut files = Vec::new();
+    files_under(root, exts, &mut files);
+    let total: u64 = files
+        .iter()
+        .filter_map(|f| f.metadata().ok())
+        .map(|m| m.len())
+        .sum();
+    let step = ((total as usize / budget_bytes.max(1)) + 1).max(1);
+    let (mut n, mut bytes, mut chunks) = (0, 0, 0);
+    for f in files.iter().step_by(step) {
+        let Ok(src) = std::fs::read_to_string(f) else {
+            continue;
+        };
+        let path = f.to_string_lossy();
+        let lang = language::detect(&path, src.as_bytes());
+        for ceiling in [400, 2000] {
+            let opts = Options {
+                ceiling,
+                floor: ceiling / 10,
+                ..Options::default()
+            };
+            let c = chunk(&path, lang, &src, Strategy::Ast, &opts);
+            if let Err(e) = check::invariants(&src, &c, ceiling) {
+                panic!("{path} (ceiling {ceiling}): {e}");
+            }
+            chunks += c.pieces.len();
+        }
+        n += 1;
+        bytes += src.len();
+    }
+    (n, bytes, chunks)
+}
+
+#[test]
+fn invariants_hold_on_the_python_standard_library() {
+    let out = std::process::Command::new("python3")
+        .args([
+            "-c",
+            "import sysconfig;print(sysconfig.get_paths()['stdlib'])",
+        ])
+        .output();
+    let Some(root) = out
+        .ok()
+        .map(|o| PathBuf::from(String::from_utf8_lossy(&o.stdout).trim()))
+    else {
+        panic!("python3 is part of the test machine");
+    };
+    let (files, bytes, chunks) = corpus(&root, &["py"], 3_000_000);
+    assert!(
+        files > 50 && chunks > files,
+        "{files} files, {bytes} bytes, {chunks} chunks"
+    );
+}
+
+#[test]
+fn invariants_hold_on_the_rust_and_c_sources_in_the_cargo_registry() {
+    let home = std::env::var("CARGO_HOME").map_or_else(
+        |_| PathBuf::from(std::env::var("HOME").unwrap()).join(".cargo"),
+        PathBuf::from,
+    );
+    let root = home.join("registry/src");
+    let (files, _, _) = corpus(&root, &["rs", "c", "h", "cc", "cpp"], 3_000_000);
+    assert!(files > 50, "{files} files");
+}
+
+#[test]
+fn invariants_hold_on_every_fixture() {
+    let mut files = Vec::new();
+    files_under(
+        &fixture_dir(),
+        &[
+            "py", "rs", "go", "java", "js", "ts", "tsx", "c", "cpp", "cs", "rb", "php", "sh",
+            "lua", "md",
+        ],
+        &mut files,
+    );
+    assert_eq!(files.len(), 15);
+    for f in files {
+        let src = std::fs::read_to_string(&f).unwrap();
+        let path = f.to_string_lossy();
+        for ceiling in [120, 300, 2000] {
+            let opts = Options {
+                ceiling,
+                floor: ceiling / 10,
+                ..Options::default()
+            };
+            let c = chunk(
+                &path,
+                language::detect(&path, b""),
+                &src,
+                Strategy::Ast,
+                &opts,
+            );
+            check::invariants(&src, &c, ceiling)
+                .unwrap_or_else(|e| panic!("{path} @{ceiling}: {e}"));
+        }
+    }
+}
