@@ -108,7 +108,7 @@ fn invariants_hold_on_every_fixture() {
         ],
         &mut files,
     );
-    assert_eq!(files.len(), 15);
+    assert_eq!(files.len(), 16);
     for f in files {
         let src = std::fs::read_to_string(&f).unwrap();
         let path = f.to_string_lossy();
@@ -128,5 +128,68 @@ fn invariants_hold_on_every_fixture() {
             check::invariants(&src, &c, ceiling)
                 .unwrap_or_else(|e| panic!("{path} @{ceiling}: {e}"));
         }
+    }
+}
+
+/// A chunking as a reviewer reads it: one block per chunk, graph links by name.
+fn render(path: &str, src: &str, ceiling: usize) -> String {
+    use std::fmt::Write as _;
+    use trawl_chunker::records::{Source, to_records};
+    let repo = trawl_core::RepoId::parse("github.com/trawl/fixtures").unwrap();
+    let blob: trawl_core::BlobId = "0".repeat(40).parse().unwrap();
+    let lang = language::detect(path, src.as_bytes()).unwrap_or("text");
+    let opts = Options { ceiling, floor: ceiling / 10, ..Options::default() };
+    let chunked = chunk(path, Some(lang), src, Strategy::Ast, &opts);
+    let records = to_records(&Source { repo: &repo, path, blob: &blob, language: lang }, &chunked, src);
+    let name_of = |id: &trawl_core::ChunkId| {
+        records
+            .iter()
+            .find(|r| r.chunk_id == *id)
+            .map(|r| format!("{} {}", r.kind, r.qualified_name.as_deref().unwrap_or("")))
+            .unwrap_or_default()
+    };
+    let mut out = String::new();
+    for r in &records {
+        let _ = writeln!(
+            out,
+            "── {}-{} {} {}",
+            r.start_line,
+            r.end_line,
+            r.kind,
+            r.qualified_name.as_deref().unwrap_or("")
+        );
+        if let Some(p) = &r.parent_id {
+            let _ = writeln!(out, "   parent: {}", name_of(p));
+        }
+        if !r.children_ids.is_empty() {
+            let names: Vec<String> = r.children_ids.iter().map(name_of).collect();
+            let _ = writeln!(out, "   children: {}", names.join(", "));
+        }
+        if !r.calls.is_empty() {
+            let _ = writeln!(out, "   calls: {}", r.calls.join(", "));
+        }
+        for l in r.header.lines() {
+            let _ = writeln!(out, "   # {l}");
+        }
+        for l in r.text.lines() {
+            let _ = writeln!(out, "   │ {l}");
+        }
+    }
+    out
+}
+
+/// One snapshot per fixture at the default ceiling, and one at 300 bytes, where containers
+/// split into members and skeletons and long functions into parts. Review changes with
+/// `cargo insta review`.
+#[test]
+fn fixture_snapshots() {
+    let mut files = Vec::new();
+    files_under(&fixture_dir(), &["py", "rs", "go", "java", "js", "ts", "tsx", "c", "cpp", "cs", "rb", "php", "sh", "lua", "md"], &mut files);
+    for f in files {
+        let name = f.file_name().unwrap().to_string_lossy().replace('.', "_");
+        let src = std::fs::read_to_string(&f).unwrap();
+        let rel = format!("fixtures/{}", f.file_name().unwrap().to_string_lossy());
+        insta::assert_snapshot!(format!("{name}"), render(&rel, &src, 2000));
+        insta::assert_snapshot!(format!("{name}_ceiling_300"), render(&rel, &src, 300));
     }
 }

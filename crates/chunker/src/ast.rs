@@ -57,6 +57,10 @@ pub fn chunk(spec: &'static Spec, path: &str, src: &str, opts: &Options) -> Chun
     let import_words: Vec<Vec<&str>> = imports.iter().map(|i| import_names(i)).collect();
     let mut pieces = w.out;
     for p in &mut pieces {
+        if p.is_generated() {
+            p.imports.clone_from(&imports);
+            continue;
+        }
         let lo = calls.partition_point(|(pos, _)| *pos < p.start);
         let hi = calls.partition_point(|(pos, _)| *pos < p.end);
         for (_, name) in &calls[lo..hi] {
@@ -719,9 +723,14 @@ impl<'s> Walker<'s> {
     /// as signature (+ docstring) with the body elided, everything else as it is.
     fn skeleton(&self, start: usize, body: Node, children: &[Node]) -> String {
         let items = self.items(children);
-        let first = items.first().map_or(body.start_byte(), |i| i.start);
+        // The header runs to the first member: opening braces stay with it.
+        let lead = items
+            .iter()
+            .take_while(|i| i.def.is_none() && !i.node.is_named())
+            .count();
+        let first = items.get(lead).map_or(body.end_byte(), |i| i.start);
         let mut out = self.src[start..first].trim_end().to_owned();
-        for item in &items {
+        for item in &items[lead..] {
             let indent = line_indent(self.src, item.start);
             let text = match item.def {
                 Some((node, _)) => {
@@ -868,10 +877,25 @@ const IMPORT_KEYWORDS: &[&str] = &[
     "lang",
 ];
 
-/// The names an import statement binds, roughly: its identifiers, less keywords.
+/// The names an import statement binds, roughly: the last identifier of each imported item
+/// (`from a.b import c, d as e` → `c`, `e`; `use std::io::{Read, Write}` → `Read`, `Write`;
+/// `import { x } from "m"` → `x`; Go's `"net/http"` → `http`).
 fn import_names(import: &str) -> Vec<&str> {
-    identifiers(import)
-        .filter(|w| w.len() > 1 && !IMPORT_KEYWORDS.contains(w))
+    let mut t = import;
+    if t.starts_with("import")
+        && let Some(i) = t.find(" from ")
+    {
+        t = &t[..i];
+    }
+    if let Some(i) = t.find(" import ") {
+        t = &t[i + " import ".len()..];
+    }
+    t.split([',', '{', '}', '(', ')', '"', '\'', ';', '`'])
+        .filter_map(|el| {
+            identifiers(el)
+                .filter(|w| w.len() > 1 && !IMPORT_KEYWORDS.contains(w))
+                .last()
+        })
         .collect()
 }
 

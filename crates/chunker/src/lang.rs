@@ -193,7 +193,7 @@ pub static SPECS: &[Spec] = &[
         bodies: &[],
         comments: &["comment"],
         attributes: &[],
-        imports: &["import_declaration", "package_clause"],
+        imports: &["import_declaration"],
         calls: &[("call_expression", "function")],
         docstrings: false,
         arrow_functions: false,
@@ -216,7 +216,7 @@ pub static SPECS: &[Spec] = &[
         bodies: &["class_body", "interface_body", "enum_body"],
         comments: C_LIKE_COMMENTS,
         attributes: &[],
-        imports: &["import_declaration", "package_declaration"],
+        imports: &["import_declaration"],
         calls: &[
             ("method_invocation", "name"),
             ("object_creation_expression", "type"),
