@@ -138,9 +138,22 @@ fn render(path: &str, src: &str, ceiling: usize) -> String {
     let repo = trawl_core::RepoId::parse("github.com/trawl/fixtures").unwrap();
     let blob: trawl_core::BlobId = "0".repeat(40).parse().unwrap();
     let lang = language::detect(path, src.as_bytes()).unwrap_or("text");
-    let opts = Options { ceiling, floor: ceiling / 10, ..Options::default() };
+    let opts = Options {
+        ceiling,
+        floor: ceiling / 10,
+        ..Options::default()
+    };
     let chunked = chunk(path, Some(lang), src, Strategy::Ast, &opts);
-    let records = to_records(&Source { repo: &repo, path, blob: &blob, language: lang }, &chunked, src);
+    let records = to_records(
+        &Source {
+            repo: &repo,
+            path,
+            blob: &blob,
+            language: lang,
+        },
+        &chunked,
+        src,
+    );
     let name_of = |id: &trawl_core::ChunkId| {
         records
             .iter()
@@ -184,7 +197,14 @@ fn render(path: &str, src: &str, ceiling: usize) -> String {
 #[test]
 fn fixture_snapshots() {
     let mut files = Vec::new();
-    files_under(&fixture_dir(), &["py", "rs", "go", "java", "js", "ts", "tsx", "c", "cpp", "cs", "rb", "php", "sh", "lua", "md"], &mut files);
+    files_under(
+        &fixture_dir(),
+        &[
+            "py", "rs", "go", "java", "js", "ts", "tsx", "c", "cpp", "cs", "rb", "php", "sh",
+            "lua", "md",
+        ],
+        &mut files,
+    );
     for f in files {
         let name = f.file_name().unwrap().to_string_lossy().replace('.', "_");
         let src = std::fs::read_to_string(&f).unwrap();

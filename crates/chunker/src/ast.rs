@@ -910,6 +910,9 @@ fn toc(path: &str, pieces: &[Piece], imports: &[String], src: &str, ceiling: usi
             text.push('\n');
         }
     }
+    let line_starts: Vec<usize> = std::iter::once(0)
+        .chain(src.match_indices('\n').map(|(i, _)| i + 1))
+        .collect();
     let mut seen = std::collections::HashSet::new();
     let mut defs = String::new();
     for p in pieces {
@@ -922,7 +925,7 @@ fn toc(path: &str, pieces: &[Piece], imports: &[String], src: &str, ceiling: usi
         if !seen.insert((p.kind, q.clone())) {
             continue;
         }
-        let line = src[..p.start].matches('\n').count() + 1;
+        let line = line_starts.partition_point(|&s| s <= p.start);
         defs.push_str(&format!("  {} {q} (line {line})\n", p.kind.as_str()));
     }
     if !defs.is_empty() {

@@ -210,3 +210,6 @@ pub fn chunk(
         }
     }
 }
+
+#[cfg(test)]
+mod tests;

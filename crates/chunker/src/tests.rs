@@ -1,0 +1,188 @@
+//! Robustness and property tests: every case finishes, is counted, and keeps the invariants.
+
+use proptest::prelude::*;
+
+use crate::check::invariants;
+use crate::{Kind, Note, Options, Strategy, chunk};
+
+fn run(lang: &str, src: &str, opts: &Options) -> crate::Chunked {
+    let c = chunk("x", Some(lang), src, Strategy::Ast, opts);
+    invariants(src, &c, opts.ceiling).unwrap_or_else(|e| panic!("{lang}: {e}"));
+    c
+}
+
+#[test]
+fn syntax_errors_still_yield_definitions() {
+    let src = "def ok():\n    return 1\n\ndef broken(:\n    return (\n\nclass C:\n    def m(self): pass\n";
+    let c = run("python", src, &Options::default());
+    assert!(c.notes.contains(&Note::SyntaxErrors));
+    assert!(c.pieces.iter().any(|p| p.symbol.as_deref() == Some("ok")));
+}
+
+#[test]
+fn nesting_ten_thousand_levels_deep_never_overflows_the_stack() {
+    let depth = 10_000;
+    let c_src = format!(
+        "void f(void) {{ {} x = 1; {} }}\n",
+        "{".repeat(depth),
+        "}".repeat(depth)
+    );
+    let opts = Options::default();
+    let c = run("c", &c_src, &opts);
+    assert!(!c.pieces.is_empty());
+    let py = format!("x = {}1{}\n", "(".repeat(depth), ")".repeat(depth));
+    run("python", &py, &opts);
+    let js = format!("const a = {}0{};\n", "[".repeat(depth), "]".repeat(depth));
+    run("javascript", &js, &opts);
+    // Classes nested deeper than the depth limit are split as plain code, and counted.
+    let mut nested = String::new();
+    for i in 0..200 {
+        nested.push_str(&format!("{}class C{i}:\n", "  ".repeat(i)));
+    }
+    nested.push_str(&format!("{}pass\n", "  ".repeat(200)));
+    let opts = Options {
+        ceiling: 300,
+        ..Options::default()
+    };
+    let c = run("python", &nested, &opts);
+    assert!(c.notes.contains(&Note::DepthLimit), "{:?}", c.notes);
+}
+
+#[test]
+fn a_five_megabyte_line_finishes_and_is_cut() {
+    let line = "var a=1;".repeat(5 * 1024 * 1024 / 8);
+    let c = run("javascript", &line, &Options::default());
+    assert!(c.pieces.len() > 2000);
+    let text = "x".repeat(5 * 1024 * 1024);
+    let c = run("text", &text, &Options::default());
+    assert!(c.notes.contains(&Note::OversizeLine));
+}
+
+#[test]
+fn a_hundred_thousand_tiny_functions_finish() {
+    let src: String = (0..100_000)
+        .map(|i| format!("def f{i}(): pass\n"))
+        .collect();
+    let c = run("python", &src, &Options::default());
+    let functions = c.pieces.iter().filter(|p| p.kind == Kind::Function).count();
+    assert_eq!(functions, 100_000);
+}
+
+#[test]
+fn a_parse_over_its_time_budget_falls_back_to_text_with_a_reason() {
+    let src: String = (0..20_000)
+        .map(|i| format!("def f{i}(x):\n    return x + {i}\n"))
+        .collect();
+    let opts = Options {
+        parse_timeout: std::time::Duration::ZERO,
+        ..Options::default()
+    };
+    let c = run("python", &src, &opts);
+    assert_eq!(c.notes, [Note::ParseTimeout]);
+    assert!(c.pieces.iter().all(|p| p.kind == Kind::Text));
+}
+
+#[test]
+fn unknown_languages_fall_back_to_paragraphs_with_a_reason() {
+    let c = chunk(
+        "x.zig",
+        Some("zig"),
+        "const a = 1;\n\nconst b = 2;\n",
+        Strategy::Ast,
+        &Options::default(),
+    );
+    assert_eq!(c.notes, [Note::NoGrammar]);
+    assert_eq!(c.pieces[0].kind, Kind::Text);
+}
+
+#[test]
+fn the_windows_baseline_is_windows() {
+    let src = "a".repeat(2500);
+    let c = chunk(
+        "x.py",
+        Some("python"),
+        &src,
+        Strategy::Windows,
+        &Options::default(),
+    );
+    assert_eq!(c.pieces.len(), 3);
+    assert!(c.pieces.iter().all(|p| p.kind == Kind::Window));
+}
+
+/// A Python module from a recipe: functions, classes with methods, assignments, comments.
+fn python(items: &[(u8, u8)]) -> String {
+    let mut s = String::from("import os\n\n");
+    for (i, (kind, size)) in items.iter().enumerate() {
+        let body: String = (0..*size)
+            .map(|j| format!("    v{j} = os.getenv('K{j}')\n"))
+            .collect();
+        match kind % 4 {
+            0 => s.push_str(&format!("def f{i}(a, b):\n{body}    return a\n\n")),
+            1 => s.push_str(&format!(
+                "class C{i}:\n    \"\"\"Doc.\"\"\"\n    x = 1\n\n    def m(self):\n    {}\n        return 1\n\n    def n(self):\n        return 2\n\n",
+                body.replace('\n', "\n    ")
+            )),
+            2 => s.push_str(&format!("X{i} = {}\n\n", *size as usize * 7)),
+            _ => s.push_str(&format!("# comment {i}\n@decorator\ndef g{i}():\n{body}    pass\n\n")),
+        }
+    }
+    s
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 64, ..ProptestConfig::default() })]
+
+    #[test]
+    fn chunking_is_deterministic_and_keeps_the_invariants(
+        items in proptest::collection::vec((0u8..4, 0u8..40), 1..20),
+        ceiling in 150usize..2500,
+    ) {
+        let src = python(&items);
+        let opts = Options { ceiling, floor: ceiling / 10, ..Options::default() };
+        let a = run("python", &src, &opts);
+        let b = run("python", &src, &opts);
+        prop_assert_eq!(a.pieces, b.pieces);
+    }
+
+    #[test]
+    fn ids_are_stable_when_a_line_is_inserted_elsewhere(
+        items in proptest::collection::vec((0u8..4, 0u8..10), 2..12),
+        at in 0usize..12,
+    ) {
+        use crate::records::{Source, to_records};
+        let repo = trawl_core::RepoId::parse("github.com/a/b").unwrap();
+        let blob: trawl_core::BlobId = "0".repeat(40).parse().unwrap();
+        let src_a = python(&items);
+        // Insert a comment line before the item at `at`.
+        let mut tops: Vec<usize> = src_a.match_indices("\n\n").map(|(i, _)| i + 2).collect();
+        tops.retain(|&i| i < src_a.len());
+        let pos = tops[at % tops.len()];
+        let src_b = format!("{}# an inserted line\n{}", &src_a[..pos], &src_a[pos..]);
+        let ids = |src: &str| {
+            let c = run("python", src, &Options::default());
+            let s = Source { repo: &repo, path: "m.py", blob: &blob, language: "python" };
+            to_records(&s, &c, src)
+                .into_iter()
+                .filter(|r| r.symbol.is_some() && r.kind != "toc")
+                .map(|r| (r.qualified_name.clone().unwrap(), r.kind.clone(), r.chunk_id))
+                .collect::<std::collections::BTreeSet<_>>()
+        };
+        prop_assert_eq!(ids(&src_a), ids(&src_b));
+    }
+
+    #[test]
+    fn arbitrary_text_in_any_language_never_breaks_the_invariants(
+        src in "[ -~\n\t\u{e9}\u{4e2d}{}()\\[\\];:#]{0,600}",
+        lang in proptest::sample::select(vec![
+            "python", "rust", "go", "java", "javascript", "typescript", "tsx", "c", "cpp",
+            "csharp", "ruby", "php", "bash", "lua", "markdown", "text",
+        ]),
+        ceiling in 64usize..400,
+    ) {
+        let opts = Options { ceiling, floor: ceiling / 8, ..Options::default() };
+        let c = chunk("x", Some(lang), &src, Strategy::Ast, &opts);
+        if let Err(e) = invariants(&src, &c, ceiling) {
+            prop_assert!(false, "{}: {}", lang, e);
+        }
+    }
+}
