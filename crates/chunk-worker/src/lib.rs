@@ -1,7 +1,261 @@
-//! # trawl-chunk-worker (not built yet)
+//! # trawl-chunk-worker
 //!
-//! Will consume file events from the `files` topic, split each file into definition-level
-//! chunks with tree-sitter (one definition = one chunk, with a generated header of path,
-//! scope chain and imports), write them as Parquet under `chunks/repo=<key>/`, and publish a
-//! chunk-part event once the part is durable. Tracked by the chunk-worker issue; nothing
-//! here works yet, and nothing pretends to.
+//! Consumes file events from the `files` topic, chunks each file on the blocking pool with
+//! [`trawl_chunker`], writes one Parquet part per file version under
+//! `chunks/repo=<key>/<hash>.parquet`, publishes a [`ChunkPartEvent`] on the `chunks` topic,
+//! and only then acknowledges the file event.
+//!
+//! Key design decisions:
+//! - **one part per file version**, keyed by a hash of (repo, path, blob, chunker version): a
+//!   replayed event rewrites the same object, so at-least-once delivery never duplicates a
+//!   chunk. (Many small parts is the price; merging them belongs to the compactor.)
+//! - **deletes write nothing**: a deleted file's chunks leave the live set because the next
+//!   manifest no longer names the file.
+//! - a message that cannot be decoded is sent to the `dead-letters` topic with its error and
+//!   acknowledged: it is never retried forever. A store or bus failure is not the message's
+//!   fault: the delivery is given back and retried.
+//!
+//! Parts are sorted by path then byte offset, zstd-compressed, one row group each.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use trawl_chunker::records::{Source, to_records};
+use trawl_chunker::{CHUNKER_VERSION, Options, Strategy};
+use trawl_core::bus::{Bus, Delivery};
+use trawl_core::records::{
+    self, CHUNK_PART_VERSION, ChunkPartEvent, DEAD_LETTER_VERSION, DeadLetter, FileEvent, FileOp,
+};
+use trawl_core::store::{Store, keys};
+
+/// The topic file events arrive on.
+pub const FILES_TOPIC: &str = "files";
+/// The topic chunk-part events leave on.
+pub const CHUNKS_TOPIC: &str = "chunks";
+/// Where messages that cannot be processed go.
+pub const DEAD_LETTERS_TOPIC: &str = "dead-letters";
+/// The consumer group of chunk workers.
+pub const GROUP: &str = "chunk-worker";
+
+/// Counters a worker keeps; exported as metrics.
+#[derive(Debug, Default)]
+pub struct Metrics {
+    pub files: AtomicU64,
+    pub deletes: AtomicU64,
+    pub chunks: AtomicU64,
+    pub bytes_in: AtomicU64,
+    pub parquet_bytes: AtomicU64,
+    pub dead_letters: AtomicU64,
+    pub retries: AtomicU64,
+    /// Files by chunker note (`syntax-errors`, `parse-timeout`, `no-grammar`, …).
+    pub notes: std::sync::Mutex<BTreeMap<&'static str, u64>>,
+}
+
+/// A point-in-time copy of [`Metrics`].
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize)]
+pub struct MetricsSnapshot {
+    pub files: u64,
+    pub deletes: u64,
+    pub chunks: u64,
+    pub bytes_in: u64,
+    pub parquet_bytes: u64,
+    pub dead_letters: u64,
+    pub retries: u64,
+    pub notes: BTreeMap<&'static str, u64>,
+}
+
+impl Metrics {
+    pub fn snapshot(&self) -> MetricsSnapshot {
+        MetricsSnapshot {
+            files: self.files.load(Ordering::Relaxed),
+            deletes: self.deletes.load(Ordering::Relaxed),
+            chunks: self.chunks.load(Ordering::Relaxed),
+            bytes_in: self.bytes_in.load(Ordering::Relaxed),
+            parquet_bytes: self.parquet_bytes.load(Ordering::Relaxed),
+            dead_letters: self.dead_letters.load(Ordering::Relaxed),
+            retries: self.retries.load(Ordering::Relaxed),
+            notes: self
+                .notes
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .clone(),
+        }
+    }
+}
+
+/// When the worker stops.
+#[derive(Clone, Copy, Debug)]
+pub enum Until {
+    /// When the topic is closed and drained (the in-process pipeline).
+    Closed,
+    /// When no message arrived for this long (`trawl chunk-worker --once`).
+    Idle(Duration),
+}
+
+/// The chunk stage.
+pub struct ChunkWorker {
+    store: Store,
+    bus: Arc<dyn Bus>,
+    opts: Options,
+    concurrency: usize,
+    metrics: Arc<Metrics>,
+}
+
+/// Why one event failed.
+enum Failure {
+    /// The message itself is bad: dead-letter it.
+    Poison(String),
+    /// The store or the bus failed: give the message back.
+    Transient(String),
+}
+
+impl ChunkWorker {
+    pub fn new(store: Store, bus: Arc<dyn Bus>, opts: Options, concurrency: usize) -> Self {
+        Self {
+            store,
+            bus,
+            opts,
+            concurrency: concurrency.max(1),
+            metrics: Arc::default(),
+        }
+    }
+
+    pub fn metrics(&self) -> Arc<Metrics> {
+        self.metrics.clone()
+    }
+
+    /// Consumes file events until `until`; returns the metrics. Up to `concurrency` files
+    /// are in flight; receiving and finishing work progress together.
+    pub async fn run(&self, until: Until) -> Result<MetricsSnapshot, trawl_core::Error> {
+        use futures::StreamExt;
+        let mut sub = self.bus.subscribe(FILES_TOPIC, GROUP).await?;
+        let mut inflight = futures::stream::FuturesUnordered::new();
+        let idle = match until {
+            Until::Idle(d) => Some(d),
+            Until::Closed => None,
+        };
+        let far = Duration::from_secs(365 * 24 * 3600);
+        let mut deadline = tokio::time::Instant::now() + idle.unwrap_or(far);
+        loop {
+            if inflight.len() >= self.concurrency {
+                inflight.next().await;
+                continue;
+            }
+            tokio::select! {
+                biased;
+                Some(()) = inflight.next(), if !inflight.is_empty() => {}
+                next = sub.recv() => match next? {
+                    Some(d) => inflight.push(self.handle(d)),
+                    None => break,
+                },
+                () = tokio::time::sleep_until(deadline), if idle.is_some() && inflight.is_empty() => break,
+            }
+            deadline = tokio::time::Instant::now() + idle.unwrap_or(far);
+        }
+        while inflight.next().await.is_some() {}
+        Ok(self.metrics.snapshot())
+    }
+
+    async fn handle(&self, d: Delivery) {
+        match self.process(&d).await {
+            Ok(()) => {
+                if let Err(e) = d.ack().await {
+                    tracing::warn!(error = %e, "acknowledgement failed; the event will be redelivered");
+                }
+            }
+            Err(Failure::Poison(error)) => {
+                tracing::warn!(key = %d.key, %error, "dead-lettering a file event");
+                let letter = DeadLetter {
+                    schema_version: DEAD_LETTER_VERSION,
+                    topic: FILES_TOPIC.into(),
+                    key: d.key.clone(),
+                    error,
+                    attempts: d.attempt,
+                    payload: String::from_utf8_lossy(&d.payload).into_owned(),
+                };
+                match self.bus.publish(DEAD_LETTERS_TOPIC, &d.key, letter.to_json()).await {
+                    Ok(()) => {
+                        self.metrics.dead_letters.fetch_add(1, Ordering::Relaxed);
+                        let _ = d.ack().await;
+                    }
+                    Err(e) => {
+                        tracing::warn!(error = %e, "dead-letter publish failed; retrying the event");
+                        d.nack();
+                    }
+                }
+            }
+            Err(Failure::Transient(error)) => {
+                tracing::warn!(key = %d.key, %error, attempt = d.attempt, "chunking failed; the event goes back");
+                self.metrics.retries.fetch_add(1, Ordering::Relaxed);
+                tokio::time::sleep(Duration::from_millis(100 * u64::from(d.attempt.min(50)))).await;
+                d.nack();
+            }
+        }
+    }
+
+    async fn process(&self, d: &Delivery) -> Result<(), Failure> {
+        let ev = FileEvent::from_json(&d.payload).map_err(|e| Failure::Poison(e.to_string()))?;
+        if ev.op == FileOp::Delete {
+            self.metrics.deletes.fetch_add(1, Ordering::Relaxed);
+            return Ok(());
+        }
+        let (Some(blob), Some(content)) = (ev.blob.clone(), ev.content.clone()) else {
+            return Err(Failure::Poison("an upsert without blob or content".into()));
+        };
+        let key = keys::chunk_part(&ev.repo, &ev.path, &blob, CHUNKER_VERSION);
+        let opts = self.opts.clone();
+        let (repo, path, language) = (ev.repo.clone(), ev.path.clone(), ev.language.clone());
+        let bytes_in = content.len() as u64;
+        let blob_for_task = blob.clone();
+        let (parquet, count, notes) = tokio::task::spawn_blocking(move || {
+            let lang = language.as_deref();
+            let chunked = trawl_chunker::chunk(&path, lang, &content, Strategy::Ast, &opts);
+            let src = Source {
+                repo: &repo,
+                path: &path,
+                blob: &blob_for_task,
+                language: lang.unwrap_or("text"),
+            };
+            let mut rows = to_records(&src, &chunked, &content);
+            rows.sort_by_key(|r| (r.start_byte, r.end_byte));
+            let parquet = records::to_parquet(&rows).map_err(|e| e.to_string())?;
+            Ok::<_, String>((parquet, rows.len(), chunked.notes))
+        })
+        .await
+        .map_err(|e| Failure::Transient(format!("chunking task: {e}")))?
+        .map_err(Failure::Poison)?;
+        let parquet_len = parquet.len() as u64;
+        self.store
+            .put(&key, parquet)
+            .await
+            .map_err(|e| Failure::Transient(e.to_string()))?;
+        let part = ChunkPartEvent {
+            schema_version: CHUNK_PART_VERSION,
+            repo: ev.repo.clone(),
+            commit: ev.commit.clone(),
+            path: ev.path.clone(),
+            blob,
+            key,
+            chunks: count as u32,
+            run: ev.run.clone(),
+        };
+        self.bus
+            .publish(CHUNKS_TOPIC, ev.repo.as_str(), part.to_json())
+            .await
+            .map_err(|e| Failure::Transient(e.to_string()))?;
+        let m = &self.metrics;
+        m.files.fetch_add(1, Ordering::Relaxed);
+        m.chunks.fetch_add(count as u64, Ordering::Relaxed);
+        m.bytes_in.fetch_add(bytes_in, Ordering::Relaxed);
+        m.parquet_bytes.fetch_add(parquet_len, Ordering::Relaxed);
+        if !notes.is_empty() {
+            let mut map = m.notes.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+            for n in notes {
+                *map.entry(n.as_str()).or_default() += 1;
+            }
+        }
+        Ok(())
+    }
+}

@@ -5,6 +5,7 @@
 #![allow(clippy::print_stdout)]
 
 mod chunk;
+mod chunk_worker;
 mod fetch;
 
 use std::path::PathBuf;
@@ -41,6 +42,8 @@ enum Command {
     Fetch(fetch::Args),
     /// Print the chunks of files or directories, as the chunk worker would make them.
     Chunk(chunk::Args),
+    /// Chunk the files that `trawl fetch` published, into Parquet parts in the store.
+    ChunkWorker(chunk_worker::Args),
     /// Print the effective configuration (defaults, file, environment and flags applied).
     Config,
 }
@@ -95,6 +98,7 @@ fn main() -> ExitCode {
         match cli.command {
             Command::Fetch(args) => fetch::run(&cfg, args).await,
             Command::Chunk(args) => chunk::run(&args),
+            Command::ChunkWorker(args) => chunk_worker::run(&cfg, args).await,
             Command::Config => {
                 let text = toml::to_string_pretty(&cfg)?;
                 print!("{text}");

@@ -46,6 +46,9 @@ pub trait Bus: Send + Sync + std::fmt::Debug {
 #[async_trait]
 pub trait Subscription: Send {
     /// The next message, or `None` once the topic is closed and fully acknowledged.
+    ///
+    /// Cancel-safe: dropping the future before it completes loses no message, so it can
+    /// stand in a `select!`.
     async fn recv(&mut self) -> Result<Option<Delivery>, Error>;
 }
 
@@ -526,8 +529,11 @@ impl Subscription for SpoolSubscription {
             if self.queue.is_empty() {
                 self.refill().await?;
             }
-            while let Some((name, attempt)) = self.queue.pop_front() {
-                let Some(body) = self.store.get(&format!("{}m/{name}", self.root)).await? else {
+            // Peek, fetch, then pop: a cancelled `recv` loses nothing (it is cancel-safe).
+            while let Some((name, attempt)) = self.queue.front().cloned() {
+                let body = self.store.get(&format!("{}m/{name}", self.root)).await?;
+                self.queue.pop_front();
+                let Some(body) = body else {
                     continue; // collected after every group acknowledged it
                 };
                 let split = body.iter().position(|&b| b == b'\n').unwrap_or(body.len());
@@ -652,6 +658,7 @@ pub mod suite {
         groups_are_independent(make().await).await;
         close_ends_the_stream_after_everything_is_acknowledged(make().await).await;
         late_subscribers_see_retained_messages(make().await).await;
+        recv_is_cancel_safe(make().await).await;
         if let Some(n) = caps.bounded {
             publishers_wait_when_the_topic_is_full(make().await, n).await;
         }
@@ -782,6 +789,28 @@ pub mod suite {
         let d = recv(&mut sub).await;
         assert_eq!(d.payload, msg("k", 0));
         d.ack().await.unwrap();
+    }
+
+    pub async fn recv_is_cancel_safe(bus: Arc<dyn Bus>) {
+        let mut sub = bus.subscribe("t8", "g").await.unwrap();
+        for i in 0..3 {
+            bus.publish("t8", "k", msg("k", i)).await.unwrap();
+        }
+        let mut got = Vec::new();
+        let mut tries = 0;
+        while got.len() < 3 {
+            tries += 1;
+            assert!(tries < 100_000, "messages lost to cancelled recv calls: got {got:?}");
+            // Cancel most calls part-way; a message is never lost to a cancelled call.
+            let budget = if tries % 7 == 0 { Duration::from_secs(20) } else { Duration::from_micros(1) };
+            if let Ok(r) = tokio::time::timeout(budget, sub.recv()).await {
+                let d = r.unwrap().unwrap();
+                got.push(d.payload.clone());
+                d.ack().await.unwrap();
+            }
+        }
+        got.sort();
+        assert_eq!(got, (0..3).map(|i| msg("k", i)).collect::<Vec<_>>());
     }
 
     pub async fn publishers_wait_when_the_topic_is_full(bus: Arc<dyn Bus>, capacity: usize) {

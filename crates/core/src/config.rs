@@ -16,7 +16,32 @@ pub struct Config {
     pub store: StoreConfig,
     pub bus: BusConfig,
     pub fetch: FetchConfig,
+    pub chunk: ChunkConfig,
     pub log: LogConfig,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ChunkConfig {
+    /// Pieces smaller than this many bytes merge with a neighbour.
+    pub floor: usize,
+    /// No chunk's text is larger than this many bytes.
+    pub ceiling: usize,
+    /// A parse slower than this falls back to text chunking, in milliseconds.
+    pub parse_timeout_ms: u64,
+    /// Files chunked at once by a worker.
+    pub concurrency: usize,
+}
+
+impl Default for ChunkConfig {
+    fn default() -> Self {
+        Self {
+            floor: 200,
+            ceiling: 2000,
+            parse_timeout_ms: 5000,
+            concurrency: 4,
+        }
+    }
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -101,8 +126,17 @@ impl Default for LogConfig {
     }
 }
 
-/// Environment variables with the `TRAWL_` prefix that are not configuration keys.
-const NOT_KEYS: &[&str] = &["TRAWL_CONFIG"];
+/// Environment variables with the `TRAWL_` prefix that are not configuration keys: the
+/// config file, the log filter, git credentials, benchmark inputs.
+const NOT_KEYS: &[&str] = &[
+    "TRAWL_CONFIG",
+    "TRAWL_LOG",
+    "TRAWL_GIT_TOKEN",
+    "TRAWL_GIT_USERNAME",
+    "TRAWL_GIT_SSH_KEY",
+    "TRAWL_GIT_SSH_PASSPHRASE",
+    "TRAWL_BENCH_CORPUS",
+];
 
 impl Config {
     /// Loads the layered configuration. `file` is optional; `env` is usually
@@ -257,7 +291,9 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(e.contains("concurrency") || e.contains("integer"), "{e}");
-        assert!(Config::load(None, env(&[("TRAWL_CONFIG", "x.toml")]), &[]).is_ok());
+        for not_a_key in ["TRAWL_CONFIG", "TRAWL_LOG", "TRAWL_GIT_TOKEN", "TRAWL_GIT_SSH_KEY"] {
+            assert!(Config::load(None, env(&[(not_a_key, "x")]), &[]).is_ok(), "{not_a_key}");
+        }
     }
 
     #[test]

@@ -26,6 +26,10 @@ pub const MANIFEST_VERSION: u32 = 1;
 pub const CHUNK_VERSION: u32 = 1;
 /// Version of [`EmbeddingRecord`] written by this release.
 pub const EMBEDDING_VERSION: u32 = 1;
+/// Version of [`ChunkPartEvent`] written by this release.
+pub const CHUNK_PART_VERSION: u32 = 1;
+/// Version of [`DeadLetter`] written by this release.
+pub const DEAD_LETTER_VERSION: u32 = 1;
 /// Version of [`RepoState`] written by this release.
 pub const REPO_STATE_VERSION: u32 = 1;
 
@@ -82,6 +86,58 @@ impl FileEvent {
         })?;
         check_version("file event", ev.schema_version, FILE_EVENT_VERSION)?;
         Ok(ev)
+    }
+}
+
+/// A Parquet part of chunks is durable in the store: published by the chunk worker on the
+/// `chunks` topic (JSON), keyed by repo, for the embed worker.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ChunkPartEvent {
+    pub schema_version: u32,
+    pub repo: RepoId,
+    pub commit: CommitId,
+    pub path: String,
+    pub blob: BlobId,
+    /// The part's object key in the store.
+    pub key: String,
+    pub chunks: u32,
+    pub run: RunId,
+}
+
+impl ChunkPartEvent {
+    pub fn to_json(&self) -> Bytes {
+        Bytes::from(serde_json::to_vec(self).expect("a ChunkPartEvent always serialises"))
+    }
+
+    pub fn from_json(bytes: &[u8]) -> Result<Self, Error> {
+        let ev: Self = serde_json::from_slice(bytes).map_err(|e| Error::Record {
+            what: "chunk part event",
+            reason: e.to_string(),
+        })?;
+        check_version("chunk part event", ev.schema_version, CHUNK_PART_VERSION)?;
+        Ok(ev)
+    }
+}
+
+/// A message no stage could process, on the `dead-letters` topic with its error.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DeadLetter {
+    pub schema_version: u32,
+    /// The topic it came from.
+    pub topic: String,
+    pub key: String,
+    /// What went wrong, for a person.
+    pub error: String,
+    pub attempts: u32,
+    /// The original payload, as text when it was UTF-8, else lossily.
+    pub payload: String,
+}
+
+impl DeadLetter {
+    pub fn to_json(&self) -> Bytes {
+        Bytes::from(serde_json::to_vec(self).expect("a DeadLetter always serialises"))
     }
 }
 

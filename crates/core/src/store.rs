@@ -238,6 +238,22 @@ pub mod keys {
         format!("manifests/repo={}/{commit}.parquet", repo.key())
     }
 
+    /// `chunks/repo=<repo key>/<hash of path, blob and chunker version>.parquet`: one part per
+    /// file version, so a replayed event rewrites the same object.
+    pub fn chunk_part(repo: &RepoId, path: &str, blob: &crate::BlobId, chunker_version: &str) -> String {
+        let h = blake3::Hasher::new_derive_key("trawl 2026-11-29 chunk part key v1")
+            .update(repo.as_str().as_bytes())
+            .update(&[0])
+            .update(path.as_bytes())
+            .update(&[0])
+            .update(blob.as_str().as_bytes())
+            .update(&[0])
+            .update(chunker_version.as_bytes())
+            .finalize();
+        let hex: String = h.as_bytes()[..16].iter().map(|b| format!("{b:02x}")).collect();
+        format!("chunks/repo={}/{hex}.parquet", repo.key())
+    }
+
     /// `runs/<run_id>.json`
     pub fn run(run: &RunId) -> String {
         format!("runs/{run}.json")
