@@ -4,4 +4,5 @@
 mod chunk;
 mod cli;
 mod fetch;
+mod pipeline;
 mod support;

@@ -122,13 +122,12 @@ fn is_trivial(code: &str) -> bool {
         .collect();
     lines.len() <= 2
         && lines.iter().all(|l| {
-            l.len() <= 12
+            !l.chars().any(char::is_alphanumeric)
                 || (l.len() <= 60
-                    && [
-                        "}", ")", "]", "#endif", "#else", "end", "//", "/*", "*", "# ", "--",
-                    ]
-                    .iter()
-                    .any(|c| l.starts_with(c)))
+                    && ["#endif", "#else", "end", "//", "/*", "*", "# ", "--"]
+                        .iter()
+                        .any(|c| l.starts_with(c))
+                    && !l.starts_with("#end ") )
         })
 }
 
@@ -837,10 +836,11 @@ fn line_indent(src: &str, at: usize) -> String {
         .collect()
 }
 
-/// The last identifier of a callee expression: `self.queue.put` → `put`, `Vec::<T>::new` → `new`.
+/// The last identifier of a callee expression: `self.queue.put` → `put`, `Vec::<T>::new` →
+/// `new`, `new Worker(q).drain` → `drain`.
 fn callee_name(text: &str) -> Option<String> {
-    let text = text.split(['<', '(']).next().unwrap_or(text);
-    let name = identifiers(text).last()?;
+    let text = strip_generics(text);
+    let name = identifiers(&text).last()?;
     (name.len() <= 80).then(|| name.to_owned())
 }
 
