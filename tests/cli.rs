@@ -155,3 +155,68 @@ fn the_ci_script_runs_exactly_the_readme_test_command() {
     assert!(readme.contains("\nbash scripts/test.sh\n"));
     assert!(ci.contains("exec bash scripts/test.sh"));
 }
+
+#[test]
+fn fetch_then_chunk_worker_then_sql_answers_questions_about_the_code() {
+    let src = SourceRepo::new();
+    src.commit(
+        &[
+            ("app.py", file("import os\n\n\ndef main():\n    return helper(os.getcwd())\n\n\ndef helper(x):\n    return x\n")),
+            ("lib.rs", file("fn helper() {}\n\nfn run() {\n    helper();\n}\n")),
+            ("blob.bin", file(b"\x00\x01")),
+        ],
+        false,
+    );
+    let work = tempfile::tempdir().unwrap();
+    let run = |args: &[&str]| {
+        let out = trawl()
+            .current_dir(work.path())
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stdout).unwrap()
+    };
+    run(&["fetch", "--repo", src.path().to_str().unwrap()]);
+    let summary = run(&["chunk-worker", "--once"]);
+    assert!(summary.contains("2 files"), "{summary}");
+    let rows: Vec<serde_json::Value> = run(&[
+        "sql",
+        "--json",
+        "SELECT language, count(*) AS n FROM chunks WHERE kind = 'function' GROUP BY language ORDER BY language",
+    ])
+    .lines()
+    .map(|l| serde_json::from_str(l).unwrap())
+    .collect();
+    assert_eq!(
+        rows,
+        [
+            serde_json::json!({"language": "python", "n": 2}),
+            serde_json::json!({"language": "rust", "n": 2})
+        ]
+    );
+    let csv = run(&[
+        "sql",
+        "--csv",
+        "SELECT callee, count(*) AS n FROM (SELECT unnest(calls) AS callee FROM chunks WHERE kind <> 'toc') GROUP BY callee ORDER BY n DESC, callee LIMIT 1",
+    ]);
+    assert_eq!(csv, "callee,n\nhelper,2\n");
+    let skips = run(&[
+        "sql",
+        "--csv",
+        "SELECT path, skip_reason FROM manifests WHERE skip_reason IS NOT NULL",
+    ]);
+    assert_eq!(skips, "path,skip_reason\nblob.bin,binary\n");
+    // A bad query says what is wrong.
+    let out = trawl()
+        .current_dir(work.path())
+        .args(["sql", "SELECT nope FROM chunks"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("nope"));
+}

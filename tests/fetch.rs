@@ -59,7 +59,9 @@ async fn first_run_publishes_every_indexable_file_and_records_every_skip_with_it
         ),
         (
             "conf/key.py",
-            file("K = '''\n-----BEGIN RSA PRIVATE KEY-----\nSECRET-TOKEN-123\n'''\n"),
+            file(
+                "K = '''\n-----BEGIN RSA PRIVATE KEY-----\nMIIEowIBAAKCAQEAu1SU1LfVLPHCozMxH2Mo4lgOEePz\nSECRET-TOKEN-123\n'''\n",
+            ),
         ),
         ("latest", Node::Symlink("app.py")),
         ("deps/lib", Node::Submodule(sub_oid)),

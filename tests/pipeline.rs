@@ -15,8 +15,14 @@ use crate::support::{Harness, SourceRepo, file};
 
 fn repo_files() -> Vec<(&'static str, crate::support::Node)> {
     vec![
-        ("app.py", file("import os\n\n\ndef main():\n    return os.getcwd()\n")),
-        ("lib/queue.rs", file("pub struct Q;\n\nimpl Q {\n    pub fn push(&self) {}\n}\n")),
+        (
+            "app.py",
+            file("import os\n\n\ndef main():\n    return os.getcwd()\n"),
+        ),
+        (
+            "lib/queue.rs",
+            file("pub struct Q;\n\nimpl Q {\n    pub fn push(&self) {}\n}\n"),
+        ),
         ("README.md", file("# Title\n\nSome text.\n")),
     ]
 }
@@ -48,7 +54,12 @@ async fn fetched_files_become_one_parquet_part_each_with_definition_chunks() {
     let mut chunks_sub = bus.subscribe(CHUNKS_TOPIC, "embed").await.unwrap();
     let (h, _src) = fetched(bus.clone()).await;
     bus.close(FILES_TOPIC).await.unwrap();
-    let worker = ChunkWorker::new(h.store.clone(), bus.clone(), trawl_chunker::Options::default(), 2);
+    let worker = ChunkWorker::new(
+        h.store.clone(),
+        bus.clone(),
+        trawl_chunker::Options::default(),
+        2,
+    );
     let m = worker.run(Until::Closed).await.unwrap();
     assert_eq!((m.files, m.dead_letters, m.retries), (3, 0, 0));
 
@@ -57,18 +68,29 @@ async fn fetched_files_become_one_parquet_part_each_with_definition_chunks() {
     let mut all: Vec<ChunkRecord> = Vec::new();
     for p in &parts {
         assert!(p.starts_with("chunks/repo=local+"), "{p}");
-        all.extend(records::from_parquet::<ChunkRecord>(h.store.get(p).await.unwrap().unwrap()).unwrap());
+        all.extend(
+            records::from_parquet::<ChunkRecord>(h.store.get(p).await.unwrap().unwrap()).unwrap(),
+        );
     }
     assert_eq!(all.len() as u64, m.chunks);
-    let main = all.iter().find(|c| c.symbol.as_deref() == Some("main")).unwrap();
+    let main = all
+        .iter()
+        .find(|c| c.symbol.as_deref() == Some("main"))
+        .unwrap();
     assert_eq!(main.kind, "function");
     assert_eq!((main.start_line, main.end_line), (4, 5));
     assert_eq!(main.calls, ["getcwd"]);
     assert_eq!(main.imports, ["import os"]);
     assert!(main.header.starts_with("app.py · function main"));
-    let push = all.iter().find(|c| c.symbol.as_deref() == Some("Q")).unwrap();
+    let push = all
+        .iter()
+        .find(|c| c.symbol.as_deref() == Some("Q"))
+        .unwrap();
     assert_eq!(push.kind, "struct");
-    assert!(all.iter().any(|c| c.kind == "section" && c.path == "README.md"));
+    assert!(
+        all.iter()
+            .any(|c| c.kind == "section" && c.path == "README.md")
+    );
 
     // One chunk-part event per part, each naming its object.
     for _ in 0..3 {
@@ -98,10 +120,19 @@ async fn a_replayed_event_rewrites_the_same_part() {
     };
     assert_eq!(src_events, 3);
     bus.close(FILES_TOPIC).await.unwrap();
-    let worker = ChunkWorker::new(h.store.clone(), bus.clone(), trawl_chunker::Options::default(), 4);
+    let worker = ChunkWorker::new(
+        h.store.clone(),
+        bus.clone(),
+        trawl_chunker::Options::default(),
+        4,
+    );
     let m = worker.run(Until::Closed).await.unwrap();
     assert_eq!(m.files, 6, "every delivery is processed");
-    assert_eq!(h.store.list("chunks/").await.unwrap().len(), 3, "but the parts are the same objects");
+    assert_eq!(
+        h.store.list("chunks/").await.unwrap().len(),
+        3,
+        "but the parts are the same objects"
+    );
     let events = drain(&bus, CHUNKS_TOPIC).await;
     let keys: std::collections::BTreeSet<String> = events
         .iter()
@@ -128,15 +159,24 @@ async fn drain_without_close(bus: &Arc<dyn Bus>) -> Vec<Bytes> {
 async fn a_poison_message_is_dead_lettered_once_and_a_delete_writes_nothing() {
     let bus: Arc<dyn Bus> = Arc::new(InProcBus::new(64));
     let store = Store::memory();
-    bus.publish(FILES_TOPIC, "repo", Bytes::from_static(b"{not json")).await.unwrap();
+    bus.publish(FILES_TOPIC, "repo", Bytes::from_static(b"{not json"))
+        .await
+        .unwrap();
     let delete = serde_json::json!({
         "schema_version": 1, "op": "delete", "repo": "github.com/a/b",
         "commit": "a".repeat(40), "path": "gone.py", "size": 0, "run": "r1"
     });
     FileEvent::from_json(delete.to_string().as_bytes()).unwrap();
-    bus.publish(FILES_TOPIC, "repo", Bytes::from(delete.to_string())).await.unwrap();
+    bus.publish(FILES_TOPIC, "repo", Bytes::from(delete.to_string()))
+        .await
+        .unwrap();
     bus.close(FILES_TOPIC).await.unwrap();
-    let worker = ChunkWorker::new(store.clone(), bus.clone(), trawl_chunker::Options::default(), 2);
+    let worker = ChunkWorker::new(
+        store.clone(),
+        bus.clone(),
+        trawl_chunker::Options::default(),
+        2,
+    );
     let m = worker.run(Until::Closed).await.unwrap();
     assert_eq!((m.dead_letters, m.deletes, m.files), (1, 1, 0));
     assert!(store.list("chunks/").await.unwrap().is_empty());

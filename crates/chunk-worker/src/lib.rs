@@ -175,7 +175,11 @@ impl ChunkWorker {
                     attempts: d.attempt,
                     payload: String::from_utf8_lossy(&d.payload).into_owned(),
                 };
-                match self.bus.publish(DEAD_LETTERS_TOPIC, &d.key, letter.to_json()).await {
+                match self
+                    .bus
+                    .publish(DEAD_LETTERS_TOPIC, &d.key, letter.to_json())
+                    .await
+                {
                     Ok(()) => {
                         self.metrics.dead_letters.fetch_add(1, Ordering::Relaxed);
                         let _ = d.ack().await;
@@ -251,7 +255,10 @@ impl ChunkWorker {
         m.bytes_in.fetch_add(bytes_in, Ordering::Relaxed);
         m.parquet_bytes.fetch_add(parquet_len, Ordering::Relaxed);
         if !notes.is_empty() {
-            let mut map = m.notes.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+            let mut map = m
+                .notes
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
             for n in notes {
                 *map.entry(n.as_str()).or_default() += 1;
             }

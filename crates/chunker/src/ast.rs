@@ -127,7 +127,7 @@ fn is_trivial(code: &str) -> bool {
                     && ["#endif", "#else", "end", "//", "/*", "*", "# ", "--"]
                         .iter()
                         .any(|c| l.starts_with(c))
-                    && !l.starts_with("#end ") )
+                    && !l.starts_with("#end "))
         })
 }
 

@@ -36,19 +36,29 @@ pub async fn run(cfg: &Config, args: Args) -> anyhow::Result<ExitCode> {
     let worker = ChunkWorker::new(store, bus, options(cfg), cfg.chunk.concurrency);
     let metrics = worker.metrics();
     let bar = ProgressBar::new_spinner();
-    bar.set_style(ProgressStyle::with_template("{spinner} [{elapsed_precise}] {msg}").expect("a valid template"));
+    bar.set_style(
+        ProgressStyle::with_template("{spinner} [{elapsed_precise}] {msg}")
+            .expect("a valid template"),
+    );
     bar.enable_steady_tick(Duration::from_millis(200));
     let ticker = {
         let (bar, metrics) = (bar.clone(), metrics.clone());
         tokio::spawn(async move {
             loop {
                 let m = metrics.snapshot();
-                bar.set_message(format!("{} files, {} chunks, {} dead letters", m.files, m.chunks, m.dead_letters));
+                bar.set_message(format!(
+                    "{} files, {} chunks, {} dead letters",
+                    m.files, m.chunks, m.dead_letters
+                ));
                 tokio::time::sleep(Duration::from_millis(250)).await;
             }
         })
     };
-    let until = if args.once { Until::Idle(Duration::from_secs(2)) } else { Until::Closed };
+    let until = if args.once {
+        Until::Idle(Duration::from_secs(2))
+    } else {
+        Until::Closed
+    };
     let result = tokio::select! {
         r = worker.run(until) => Some(r),
         _ = tokio::signal::ctrl_c() => None,
@@ -75,5 +85,9 @@ pub async fn run(cfg: &Config, args: Args) -> anyhow::Result<ExitCode> {
     for (note, n) in &m.notes {
         println!("  {note:<14}{n:>8} files");
     }
-    Ok(if m.dead_letters > 0 { ExitCode::from(3) } else { ExitCode::SUCCESS })
+    Ok(if m.dead_letters > 0 {
+        ExitCode::from(3)
+    } else {
+        ExitCode::SUCCESS
+    })
 }

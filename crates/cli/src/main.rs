@@ -7,6 +7,7 @@
 mod chunk;
 mod chunk_worker;
 mod fetch;
+mod sql;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -44,6 +45,8 @@ enum Command {
     Chunk(chunk::Args),
     /// Chunk the files that `trawl fetch` published, into Parquet parts in the store.
     ChunkWorker(chunk_worker::Args),
+    /// Query the store's tables (chunks, manifests, embeddings) with SQL (DataFusion).
+    Sql(sql::Args),
     /// Print the effective configuration (defaults, file, environment and flags applied).
     Config,
 }
@@ -99,6 +102,7 @@ fn main() -> ExitCode {
             Command::Fetch(args) => fetch::run(&cfg, args).await,
             Command::Chunk(args) => chunk::run(&args),
             Command::ChunkWorker(args) => chunk_worker::run(&cfg, args).await,
+            Command::Sql(args) => sql::run(&cfg, args).await,
             Command::Config => {
                 let text = toml::to_string_pretty(&cfg)?;
                 print!("{text}");

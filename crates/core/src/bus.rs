@@ -800,9 +800,16 @@ pub mod suite {
         let mut tries = 0;
         while got.len() < 3 {
             tries += 1;
-            assert!(tries < 100_000, "messages lost to cancelled recv calls: got {got:?}");
+            assert!(
+                tries < 100_000,
+                "messages lost to cancelled recv calls: got {got:?}"
+            );
             // Cancel most calls part-way; a message is never lost to a cancelled call.
-            let budget = if tries % 7 == 0 { Duration::from_secs(20) } else { Duration::from_micros(1) };
+            let budget = if tries % 7 == 0 {
+                Duration::from_secs(20)
+            } else {
+                Duration::from_micros(1)
+            };
             if let Ok(r) = tokio::time::timeout(budget, sub.recv()).await {
                 let d = r.unwrap().unwrap();
                 got.push(d.payload.clone());

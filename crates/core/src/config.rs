@@ -291,8 +291,16 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(e.contains("concurrency") || e.contains("integer"), "{e}");
-        for not_a_key in ["TRAWL_CONFIG", "TRAWL_LOG", "TRAWL_GIT_TOKEN", "TRAWL_GIT_SSH_KEY"] {
-            assert!(Config::load(None, env(&[(not_a_key, "x")]), &[]).is_ok(), "{not_a_key}");
+        for not_a_key in [
+            "TRAWL_CONFIG",
+            "TRAWL_LOG",
+            "TRAWL_GIT_TOKEN",
+            "TRAWL_GIT_SSH_KEY",
+        ] {
+            assert!(
+                Config::load(None, env(&[(not_a_key, "x")]), &[]).is_ok(),
+                "{not_a_key}"
+            );
         }
     }
 

@@ -335,9 +335,10 @@ macro_rules! hash128 {
                 &self.0
             }
             pub fn to_hex(&self) -> String {
+                use std::fmt::Write as _;
                 let mut s = String::with_capacity(32);
                 for b in self.0 {
-                    s.push_str(&format!("{b:02x}"));
+                    let _ = write!(s, "{b:02x}");
                 }
                 s
             }

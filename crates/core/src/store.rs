@@ -240,7 +240,12 @@ pub mod keys {
 
     /// `chunks/repo=<repo key>/<hash of path, blob and chunker version>.parquet`: one part per
     /// file version, so a replayed event rewrites the same object.
-    pub fn chunk_part(repo: &RepoId, path: &str, blob: &crate::BlobId, chunker_version: &str) -> String {
+    pub fn chunk_part(
+        repo: &RepoId,
+        path: &str,
+        blob: &crate::BlobId,
+        chunker_version: &str,
+    ) -> String {
         let h = blake3::Hasher::new_derive_key("trawl 2026-11-29 chunk part key v1")
             .update(repo.as_str().as_bytes())
             .update(&[0])
@@ -250,8 +255,8 @@ pub mod keys {
             .update(&[0])
             .update(chunker_version.as_bytes())
             .finalize();
-        let hex: String = h.as_bytes()[..16].iter().map(|b| format!("{b:02x}")).collect();
-        format!("chunks/repo={}/{hex}.parquet", repo.key())
+        let id = crate::ContentHash::from_bytes(h.as_bytes()[..16].try_into().expect("16 bytes"));
+        format!("chunks/repo={}/{}.parquet", repo.key(), id.to_hex())
     }
 
     /// `runs/<run_id>.json`

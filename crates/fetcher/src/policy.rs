@@ -334,12 +334,30 @@ fn floor_char_boundary(s: &str, mut i: usize) -> usize {
     i
 }
 
+/// A PEM private key: a line that is exactly `-----BEGIN … PRIVATE KEY-----` (quotes allowed
+/// around it), followed by a line of base64. Prose that merely mentions the marker is not one.
 fn contains_private_key(text: &str) -> bool {
-    text.match_indices("-----BEGIN ").any(|(i, _)| {
-        let line = &text[i..];
-        let line = &line[..line.find('\n').unwrap_or(line.len())];
-        line.contains("PRIVATE KEY-----")
-    })
+    let mut lines = text
+        .lines()
+        .map(|l| l.trim().trim_matches(|c| c == '"' || c == '\'' || c == ','));
+    while let Some(line) = lines.next() {
+        if line.starts_with("-----BEGIN ") && line.ends_with("PRIVATE KEY-----") {
+            let next = lines
+                .next()
+                .unwrap_or_default()
+                .trim()
+                .trim_matches(|c| c == '"' || c == '\'');
+            let next = next.strip_suffix("\\n").unwrap_or(next);
+            if next.len() >= 16
+                && next
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'+' | b'/' | b'='))
+            {
+                return true;
+            }
+        }
+    }
+    false
 }
 
 /// Bytes → UTF-8 text and the source encoding (when not UTF-8). See the module docs.
@@ -449,9 +467,17 @@ mod tests {
             Content::Skip(SkipReason::Minified)
         );
         assert_eq!(
-            p.check_content(b"k = '''\n-----BEGIN RSA PRIVATE KEY-----\nMII\n'''\n"),
+            p.check_content(
+                b"k = '''\n-----BEGIN RSA PRIVATE KEY-----\nMIIEowIBAAKCAQEAu1SU1LfVLPHCozMxH2Mo4lgOEePzNm0tRgeLezV6ffAt\n'''\n"
+            ),
             Content::Skip(SkipReason::Secret)
         );
+        // Prose that mentions the marker is not a key.
+        let prose = "Keys look like `-----BEGIN RSA PRIVATE KEY-----` in a file.\n";
+        assert!(matches!(
+            p.check_content(prose.as_bytes()),
+            Content::Text { .. }
+        ));
     }
 
     #[test]

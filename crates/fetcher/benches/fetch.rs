@@ -2,7 +2,7 @@
 //! Python standard library, on the first run and on a re-run after changing 10 files,
 //! printed beside git's own commands on the same commits.
 //!
-//! `cargo bench -p trawl-cli --bench fetch` (set `TRAWL_BENCH_CORPUS=<dir>` for another corpus).
+//! `cargo bench -p trawl-fetcher --bench fetch` (set `TRAWL_BENCH_CORPUS=<dir>` for another corpus).
 //! Prints a table; asserts nothing about time.
 
 #![allow(clippy::print_stdout)]
