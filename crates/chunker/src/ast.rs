@@ -32,8 +32,14 @@ pub fn parse(language: &tree_sitter::Language, src: &str, opts: &Options) -> Opt
 }
 
 /// Chunks a source file in a language with a grammar.
-pub fn chunk(spec: &'static Spec, path: &str, src: &str, opts: &Options) -> Chunked {
-    let Some(tree) = parse(&(spec.language)(), src, opts) else {
+pub fn chunk(
+    spec: &'static Spec,
+    language: &tree_sitter::Language,
+    path: &str,
+    src: &str,
+    opts: &Options,
+) -> Chunked {
+    let Some(tree) = parse(language, src, opts) else {
         let mut c = crate::text::chunk(src, opts);
         c.notes.push(Note::ParseTimeout);
         return c;
@@ -54,7 +60,14 @@ pub fn chunk(spec: &'static Spec, path: &str, src: &str, opts: &Options) -> Chun
 
     // Calls and imports: one pass over the whole tree.
     let (calls, imports) = w.calls_and_imports(root);
-    let import_words: Vec<Vec<&str>> = imports.iter().map(|i| import_names(i)).collect();
+    // Which imports bind which names: one pass over each piece's identifiers finds the
+    // imports it uses.
+    let mut by_name: std::collections::HashMap<&str, Vec<usize>> = std::collections::HashMap::new();
+    for (i, import) in imports.iter().enumerate() {
+        for name in import_names(import) {
+            by_name.entry(name).or_default().push(i);
+        }
+    }
     let mut pieces = w.out;
     for p in &mut pieces {
         if p.is_generated() {
@@ -68,11 +81,18 @@ pub fn chunk(spec: &'static Spec, path: &str, src: &str, opts: &Options) -> Chun
                 p.calls.push(name.clone());
             }
         }
-        let words: std::collections::HashSet<&str> = identifiers(&p.text).collect();
+        let mut used = vec![false; imports.len()];
+        if !by_name.is_empty() {
+            for word in identifiers(&p.text) {
+                for &i in by_name.get(word).map_or(&[][..], Vec::as_slice) {
+                    used[i] = true;
+                }
+            }
+        }
         p.imports = imports
             .iter()
-            .zip(&import_words)
-            .filter(|(_, names)| names.iter().any(|n| words.contains(n)))
+            .zip(&used)
+            .filter(|(_, u)| **u)
             .map(|(i, _)| i.clone())
             .collect();
         if p.imports.is_empty() {
@@ -773,14 +793,30 @@ impl<'s> Walker<'s> {
 
     /// `(byte, callee)` for every call, sorted by position; the file's import statements.
     fn calls_and_imports(&self, root: Node) -> (Vec<(usize, String)>, Vec<String>) {
+        // Compare numeric kind and field ids on the hot path, not strings.
+        let lang = root.language();
+        let import_ids: Vec<u16> = self
+            .spec
+            .imports
+            .iter()
+            .map(|k| lang.id_for_node_kind(k, true))
+            .filter(|id| *id != 0)
+            .collect();
+        let call_ids: Vec<(u16, std::num::NonZeroU16)> = self
+            .spec
+            .calls
+            .iter()
+            .filter_map(|(k, f)| Some((lang.id_for_node_kind(k, true), lang.field_id_for_name(f)?)))
+            .filter(|(id, _)| *id != 0)
+            .collect();
         let mut calls = Vec::new();
         let mut imports = Vec::new();
         let mut cursor = root.walk();
         'walk: loop {
             let node = cursor.node();
-            let kind = node.kind();
+            let kind = node.kind_id();
             let mut descend = true;
-            if self.spec.imports.contains(&kind) {
+            if import_ids.contains(&kind) {
                 let t = self
                     .text(node)
                     .split_whitespace()
@@ -790,9 +826,11 @@ impl<'s> Walker<'s> {
                 let t = &t[..crate::text::floor_boundary(t, 200)];
                 imports.push(t.to_owned());
                 descend = false;
-            } else if let Some((_, field)) = self.spec.calls.iter().find(|(k, _)| *k == kind)
-                && let Some(callee) = node.child_by_field_name(field)
-                && let Some(name) = callee_name(self.text(callee))
+            } else if let Some(name) = call_ids
+                .iter()
+                .filter(|(k, _)| *k == kind)
+                .find_map(|(_, field)| node.child_by_field_id(field.get()))
+                .and_then(|callee| callee_name(self.text(callee)))
             {
                 calls.push((node.start_byte(), name));
             }

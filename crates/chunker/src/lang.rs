@@ -68,7 +68,8 @@ impl Kind {
 /// One language's declarations.
 pub struct Spec {
     pub name: &'static str,
-    pub language: fn() -> Language,
+    /// The statically compiled grammar; `None` for a grammar loaded at run time.
+    pub language: Option<fn() -> Language>,
     /// Definition node kinds.
     pub defs: &'static [(&'static str, Kind)],
     /// Nodes that wrap a definition and belong to it (decorators, `export`, templates).
@@ -130,7 +131,7 @@ const JS_CALLS: &[(&str, &str)] = &[
 pub static SPECS: &[Spec] = &[
     Spec {
         name: "python",
-        language: lang!(tree_sitter_python::LANGUAGE),
+        language: Some(lang!(tree_sitter_python::LANGUAGE)),
         defs: &[
             ("function_definition", Kind::Function),
             ("class_definition", Kind::Class),
@@ -151,7 +152,7 @@ pub static SPECS: &[Spec] = &[
     },
     Spec {
         name: "rust",
-        language: lang!(tree_sitter_rust::LANGUAGE),
+        language: Some(lang!(tree_sitter_rust::LANGUAGE)),
         defs: &[
             ("function_item", Kind::Function),
             ("function_signature_item", Kind::Function),
@@ -182,7 +183,7 @@ pub static SPECS: &[Spec] = &[
     },
     Spec {
         name: "go",
-        language: lang!(tree_sitter_go::LANGUAGE),
+        language: Some(lang!(tree_sitter_go::LANGUAGE)),
         defs: &[
             ("function_declaration", Kind::Function),
             ("method_declaration", Kind::Method),
@@ -200,7 +201,7 @@ pub static SPECS: &[Spec] = &[
     },
     Spec {
         name: "java",
-        language: lang!(tree_sitter_java::LANGUAGE),
+        language: Some(lang!(tree_sitter_java::LANGUAGE)),
         defs: &[
             ("class_declaration", Kind::Class),
             ("interface_declaration", Kind::Interface),
@@ -226,7 +227,7 @@ pub static SPECS: &[Spec] = &[
     },
     Spec {
         name: "javascript",
-        language: lang!(tree_sitter_javascript::LANGUAGE),
+        language: Some(lang!(tree_sitter_javascript::LANGUAGE)),
         defs: JS_DEFS,
         wrappers: &["export_statement"],
         transparent: &[],
@@ -240,7 +241,7 @@ pub static SPECS: &[Spec] = &[
     },
     Spec {
         name: "typescript",
-        language: lang!(tree_sitter_typescript::LANGUAGE_TYPESCRIPT),
+        language: Some(lang!(tree_sitter_typescript::LANGUAGE_TYPESCRIPT)),
         defs: TS_DEFS,
         wrappers: &["export_statement", "ambient_declaration"],
         transparent: &[],
@@ -260,7 +261,7 @@ pub static SPECS: &[Spec] = &[
     },
     Spec {
         name: "tsx",
-        language: lang!(tree_sitter_typescript::LANGUAGE_TSX),
+        language: Some(lang!(tree_sitter_typescript::LANGUAGE_TSX)),
         defs: TS_DEFS,
         wrappers: &["export_statement", "ambient_declaration"],
         transparent: &[],
@@ -280,7 +281,7 @@ pub static SPECS: &[Spec] = &[
     },
     Spec {
         name: "c",
-        language: lang!(tree_sitter_c::LANGUAGE),
+        language: Some(lang!(tree_sitter_c::LANGUAGE)),
         defs: &[
             ("function_definition", Kind::Function),
             ("struct_specifier", Kind::Struct),
@@ -306,7 +307,7 @@ pub static SPECS: &[Spec] = &[
     },
     Spec {
         name: "cpp",
-        language: lang!(tree_sitter_cpp::LANGUAGE),
+        language: Some(lang!(tree_sitter_cpp::LANGUAGE)),
         defs: &[
             ("function_definition", Kind::Function),
             ("class_specifier", Kind::Class),
@@ -339,7 +340,7 @@ pub static SPECS: &[Spec] = &[
     },
     Spec {
         name: "csharp",
-        language: lang!(tree_sitter_c_sharp::LANGUAGE),
+        language: Some(lang!(tree_sitter_c_sharp::LANGUAGE)),
         defs: &[
             ("class_declaration", Kind::Class),
             ("struct_declaration", Kind::Struct),
@@ -369,7 +370,7 @@ pub static SPECS: &[Spec] = &[
     },
     Spec {
         name: "ruby",
-        language: lang!(tree_sitter_ruby::LANGUAGE),
+        language: Some(lang!(tree_sitter_ruby::LANGUAGE)),
         defs: &[
             ("method", Kind::Method),
             ("singleton_method", Kind::Method),
@@ -389,7 +390,7 @@ pub static SPECS: &[Spec] = &[
     },
     Spec {
         name: "php",
-        language: lang!(tree_sitter_php::LANGUAGE_PHP),
+        language: Some(lang!(tree_sitter_php::LANGUAGE_PHP)),
         defs: &[
             ("function_definition", Kind::Function),
             ("class_declaration", Kind::Class),
@@ -425,7 +426,7 @@ pub static SPECS: &[Spec] = &[
     },
     Spec {
         name: "bash",
-        language: lang!(tree_sitter_bash::LANGUAGE),
+        language: Some(lang!(tree_sitter_bash::LANGUAGE)),
         defs: &[("function_definition", Kind::Function)],
         wrappers: &[],
         transparent: &[],
@@ -439,7 +440,7 @@ pub static SPECS: &[Spec] = &[
     },
     Spec {
         name: "lua",
-        language: lang!(tree_sitter_lua::LANGUAGE),
+        language: Some(lang!(tree_sitter_lua::LANGUAGE)),
         defs: &[("function_declaration", Kind::Function)],
         wrappers: &[],
         transparent: &[],
@@ -456,6 +457,165 @@ pub static SPECS: &[Spec] = &[
 /// The spec of a statically compiled language, by trawl's language name.
 pub fn spec(language: &str) -> Option<&'static Spec> {
     SPECS.iter().find(|s| s.name == language)
+}
+
+/// A grammar loaded at run time, with a spec derived from its node kinds.
+pub struct Dynamic {
+    pub spec: &'static Spec,
+    pub language: Language,
+}
+
+/// The long tail: a grammar that tree-sitter-language-pack can load from the directory in
+/// `TREE_SITTER_LANGUAGE_PACK_LIBS_DIR` (compiled grammar libraries), with a spec derived
+/// from the grammar's own node kinds (`*_definition`/`*_declaration`/`*_item` nodes naming a
+/// function, method, class, …; `*comment*`; `*import*` statements; `call*` nodes). Loaded once
+/// per language and process; `None` when no such grammar is there.
+pub fn dynamic(language: &str) -> Option<&'static Dynamic> {
+    use std::collections::HashMap;
+    use std::sync::{Mutex, OnceLock};
+    static CACHE: OnceLock<Mutex<HashMap<String, Option<&'static Dynamic>>>> = OnceLock::new();
+    let cache = CACHE.get_or_init(Mutex::default);
+    let mut map = cache
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    *map.entry(language.to_owned()).or_insert_with(|| {
+        let lang = tree_sitter_language_pack::get_language(language).ok()?;
+        let spec: &'static Spec = Box::leak(Box::new(derive_spec(language, &lang)));
+        Some(&*Box::leak(Box::new(Dynamic {
+            spec,
+            language: lang,
+        })))
+    })
+}
+
+fn leak<T>(v: Vec<T>) -> &'static [T] {
+    Box::leak(v.into_boxed_slice())
+}
+
+/// Declarations for a grammar trawl has no table for, guessed from its node kind names.
+pub fn derive_spec(name: &str, lang: &Language) -> Spec {
+    let kinds: Vec<&'static str> = (0..lang.node_kind_count())
+        .filter_map(|id| {
+            let id = u16::try_from(id).ok()?;
+            (lang.node_kind_is_named(id) && lang.node_kind_is_visible(id))
+                .then(|| lang.node_kind_for_id(id))
+                .flatten()
+        })
+        .map(|k| &*Box::leak(k.to_owned().into_boxed_str()))
+        .collect::<std::collections::BTreeSet<_>>()
+        .into_iter()
+        .collect();
+    let mut defs = Vec::new();
+    for &k in &kinds {
+        let definition = k.ends_with("_definition")
+            || k.ends_with("_declaration")
+            || k.ends_with("_item")
+            || matches!(k, "function" | "method" | "class");
+        if !definition {
+            continue;
+        }
+        let has = |w: &str| k.split('_').any(|p| p == w);
+        let kind = if has("method") {
+            Kind::Method
+        } else if has("function") || has("func") || has("fun") || has("fn") || has("procedure") {
+            Kind::Function
+        } else if has("class") || has("object") {
+            Kind::Class
+        } else if has("interface") || has("protocol") {
+            Kind::Interface
+        } else if has("struct") || has("record") {
+            Kind::Struct
+        } else if has("enum") {
+            Kind::Enum
+        } else if has("trait") {
+            Kind::Trait
+        } else if has("impl") {
+            Kind::Impl
+        } else if has("module") || has("namespace") {
+            Kind::Namespace
+        } else {
+            continue;
+        };
+        if has("local") || has("anonymous") {
+            continue;
+        }
+        defs.push((k, kind));
+    }
+    let calls: Vec<(&'static str, &'static str)> = kinds
+        .iter()
+        .filter(|k| {
+            matches!(
+                **k,
+                "call"
+                    | "call_expression"
+                    | "function_call"
+                    | "method_call"
+                    | "method_invocation"
+                    | "invocation_expression"
+                    | "function_call_expression"
+                    | "method_call_expression"
+            )
+        })
+        .flat_map(|k| {
+            ["function", "name", "method", "callee"]
+                .into_iter()
+                .filter(|f| lang.field_id_for_name(f).is_some())
+                .map(move |f| (*k, f))
+        })
+        .collect();
+    Spec {
+        name: Box::leak(name.to_owned().into_boxed_str()),
+        language: None,
+        defs: leak(defs),
+        wrappers: leak(
+            kinds
+                .iter()
+                .copied()
+                .filter(|k| k.starts_with("decorated_"))
+                .collect(),
+        ),
+        transparent: &[],
+        bodies: leak(
+            kinds
+                .iter()
+                .copied()
+                .filter(|k| {
+                    k.ends_with("_body") || *k == "block" || k.ends_with("declaration_list")
+                })
+                .collect(),
+        ),
+        comments: leak(
+            kinds
+                .iter()
+                .copied()
+                .filter(|k| k.contains("comment"))
+                .collect(),
+        ),
+        attributes: leak(
+            kinds
+                .iter()
+                .copied()
+                .filter(|k| matches!(*k, "decorator" | "annotation" | "attribute"))
+                .collect(),
+        ),
+        imports: leak(
+            kinds
+                .iter()
+                .copied()
+                .filter(|k| {
+                    (k.contains("import") || k.contains("include") || k.contains("using"))
+                        && (k.ends_with("_statement")
+                            || k.ends_with("_declaration")
+                            || k.ends_with("_directive")
+                            || k.ends_with("_header")
+                            || k.ends_with("_list"))
+                })
+                .collect(),
+        ),
+        calls: leak(calls),
+        docstrings: false,
+        arrow_functions: false,
+    }
 }
 
 impl Spec {
@@ -479,7 +639,7 @@ mod tests {
     #[test]
     fn every_grammar_loads_and_every_declared_node_kind_exists() {
         for spec in SPECS {
-            let lang = (spec.language)();
+            let lang = (spec.language.expect("static specs have a grammar"))();
             let mut parser = tree_sitter::Parser::new();
             parser.set_language(&lang).unwrap();
             let kinds = spec

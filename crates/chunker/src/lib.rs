@@ -193,16 +193,19 @@ pub fn chunk(
     }
     match language {
         Some("markdown") => markdown::chunk(src, opts),
-        Some(l) => match lang::spec(l) {
-            Some(spec) => ast::chunk(spec, path, src, opts),
-            None => {
+        Some(l) => {
+            if let Some((spec, Some(grammar))) = lang::spec(l).map(|s| (s, s.language)) {
+                ast::chunk(spec, &grammar(), path, src, opts)
+            } else if let Some(d) = lang::dynamic(l) {
+                ast::chunk(d.spec, &d.language, path, src, opts)
+            } else {
                 let mut c = text::chunk(src, opts);
                 if !matches!(l, "text" | "rst") {
                     c.notes.push(Note::NoGrammar);
                 }
                 c
             }
-        },
+        }
         None => {
             let mut c = text::chunk(src, opts);
             c.notes.push(Note::NoGrammar);

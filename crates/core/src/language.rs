@@ -3,6 +3,10 @@
 //! Names are the lowercase identifiers the chunker uses (`python`, `rust`, `tsx`, …).
 //! `text` is returned for known plain-text files; `None` means "not recognised": such a
 //! file is still indexed, by the text chunker.
+//!
+//! trawl's own table decides first (it knows which names have compiled grammars, and that
+//! `.h` is C); tree-sitter-language-pack's detection (path, extension, ambiguity lists,
+//! shebang; 300+ languages, offline) names the long tail, whose grammars may load at run time.
 
 /// Detects the language of `path`, looking at `head` (the start of the file) for a shebang
 /// when the name alone does not tell.
@@ -18,6 +22,11 @@ pub fn detect(path: &str, head: &[u8]) -> Option<&'static str> {
         return Some(lang);
     }
     by_shebang(head)
+        .or_else(|| tree_sitter_language_pack::detect_language(path))
+        .or_else(|| {
+            let head = std::str::from_utf8(head.get(..head.len().min(256))?).ok()?;
+            tree_sitter_language_pack::detect_language_from_content(head)
+        })
 }
 
 fn by_name(name: &str) -> Option<&'static str> {
@@ -134,6 +143,9 @@ mod tests {
             ),
             ("bin/x", "no shebang", None),
             ("weird.xyz", "", None),
+            // The long tail, named by tree-sitter-language-pack.
+            ("src/Main.elm", "", Some("elm")),
+            ("default.nix", "", Some("nix")),
             ("notes.txt", "", Some("text")),
         ] {
             assert_eq!(detect(path, head.as_bytes()), want, "{path}");
