@@ -213,3 +213,92 @@ fn fixture_snapshots() {
         insta::assert_snapshot!(format!("{name}_ceiling_300"), render(&rel, &src, 300));
     }
 }
+
+/// The long tail: a grammar compiled to a shared library and dropped in the language pack's
+/// directory is loaded at run time, with definitions found from its own node kinds. The
+/// library is built here from the Lua grammar's C sources, renamed so that it cannot be the
+/// statically linked Lua.
+#[test]
+fn a_grammar_library_in_the_pack_directory_is_loaded_at_run_time() {
+    let home = std::env::var("CARGO_HOME").map_or_else(
+        |_| PathBuf::from(std::env::var("HOME").unwrap()).join(".cargo"),
+        PathBuf::from,
+    );
+    let src_dir = std::fs::read_dir(home.join("registry/src"))
+        .unwrap()
+        .flatten()
+        .flat_map(|index| {
+            std::fs::read_dir(index.path())
+                .into_iter()
+                .flatten()
+                .flatten()
+        })
+        .map(|e| e.path())
+        .find(|p| {
+            p.file_name()
+                .is_some_and(|n| n.to_string_lossy().starts_with("tree-sitter-lua-"))
+        })
+        .expect("the Lua grammar crate is a dependency")
+        .join("src");
+    let libs = tempfile::tempdir().unwrap();
+    let status = std::process::Command::new("cc")
+        .args([
+            "-shared",
+            "-fPIC",
+            "-O1",
+            "-Dtree_sitter_lua=tree_sitter_moonlang",
+            "-I",
+        ])
+        .arg(&src_dir)
+        .arg(src_dir.join("parser.c"))
+        .arg(src_dir.join("scanner.c"))
+        .arg("-o")
+        .arg(libs.path().join("libtree_sitter_moonlang.so"))
+        .status()
+        .expect("a C compiler (cc) is on the test machine");
+    assert!(status.success());
+    let work = tempfile::tempdir().unwrap();
+    let file = work.path().join("game.moon");
+    std::fs::write(
+        &file,
+        "local json = require('json')\n\n-- Move the player.\nfunction move(p, dx)\n  p.x = p.x + dx\n  return clamp(p)\nend\n\nfunction clamp(p)\n  return p\nend\n",
+    )
+    .unwrap();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_trawl"))
+        .env("TREE_SITTER_LANGUAGE_PACK_LIBS_DIR", libs.path())
+        .args(["chunk", "--json", "--language", "moonlang"])
+        .arg(&file)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let chunks: Vec<serde_json::Value> = String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let functions: Vec<(&str, &str)> = chunks
+        .iter()
+        .filter(|c| c["kind"] == "function")
+        .map(|c| (c["symbol"].as_str().unwrap(), c["text"].as_str().unwrap()))
+        .collect();
+    assert_eq!(functions.len(), 2, "{chunks:#?}");
+    assert_eq!(functions[0].0, "move");
+    assert!(
+        functions[0].1.starts_with("-- Move the player."),
+        "leading comment attached"
+    );
+    let moved = chunks.iter().find(|c| c["symbol"] == "move").unwrap();
+    assert_eq!(moved["calls"], serde_json::json!(["clamp"]));
+    // Without the library the same file is chunked as text, with a reason.
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_trawl"))
+        .env("TREE_SITTER_LANGUAGE_PACK_LIBS_DIR", work.path())
+        .args(["chunk", "--language", "moonlang"])
+        .arg(&file)
+        .output()
+        .unwrap();
+    assert!(String::from_utf8_lossy(&out.stderr).contains("no-grammar"));
+}

@@ -38,6 +38,12 @@ pub struct Args {
     /// The ceiling in bytes: no chunk's text is larger.
     #[arg(long, default_value_t = Options::default().ceiling)]
     ceiling: usize,
+
+    /// Chunk every file as this language instead of detecting it. Besides the compiled
+    /// grammars, any grammar library in `TREE_SITTER_LANGUAGE_PACK_LIBS_DIR`
+    /// (`libtree_sitter_<name>.so`) is loaded at run time.
+    #[arg(long, value_name = "NAME")]
+    language: Option<String>,
 }
 
 fn walk(path: &Path, out: &mut Vec<PathBuf>) -> std::io::Result<()> {
@@ -95,11 +101,11 @@ pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
         let abs = std::fs::canonicalize(&file)?;
         let dir = abs.parent().unwrap_or(Path::new("/"));
         let repo = RepoId::from_local_path(dir).context("naming the directory")?;
-        let name = abs
-            .file_name()
-            .map_or_else(String::new, |n| n.to_string_lossy().into_owned());
         let display = file.display().to_string();
-        let lang = language::detect(&display, bytes.get(..256).unwrap_or(&bytes));
+        let lang = match &args.language {
+            Some(l) => Some(l.as_str()),
+            None => language::detect(&display, bytes.get(..256).unwrap_or(&bytes)),
+        };
         let oid = git2::Oid::hash_object(git2::ObjectType::Blob, &bytes)?;
         let blob: BlobId = oid.to_string().parse()?;
         let chunked = trawl_chunker::chunk(&display, lang, &text, strategy, &opts);
@@ -109,7 +115,6 @@ pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
             blob: &blob,
             language: lang.unwrap_or("text"),
         };
-        let _ = name;
         for r in to_records(&src, &chunked, &text) {
             chunks += 1;
             if args.json {
