@@ -26,16 +26,23 @@ pub fn chunk(src: &str, opts: &Options) -> Chunked {
         if let Some(h) = children.iter().find(|n| n.kind().ends_with("_heading")) {
             trail.push(heading_text(&src[h.byte_range()]));
         }
-        let own_end = children
-            .iter()
-            .find(|n| n.kind() == "section")
-            .map_or(node.end_byte(), Node::start_byte);
-        let points: Vec<usize> = children
-            .iter()
-            .filter(|n| n.kind() != "section" && n.start_byte() < own_end)
-            .map(Node::start_byte)
-            .collect();
-        ordered.push((node.start_byte(), own_end, trail.clone(), points));
+        // The section's own content: every run of non-section children, before, between or
+        // after its subsections (content after the last subsection happens at the top level).
+        let mut run_start = Some(node.start_byte());
+        let mut points: Vec<usize> = Vec::new();
+        for c in &children {
+            if c.kind() == "section" {
+                if let Some(s) = run_start.take() {
+                    ordered.push((s, c.start_byte(), trail.clone(), std::mem::take(&mut points)));
+                }
+            } else {
+                run_start.get_or_insert(c.start_byte());
+                points.push(c.start_byte());
+            }
+        }
+        if let Some(s) = run_start {
+            ordered.push((s, node.end_byte(), trail.clone(), points));
+        }
         for s in children.iter().rev().filter(|n| n.kind() == "section") {
             stack.push((*s, trail.clone()));
         }
