@@ -27,3 +27,13 @@ echo "== cargo test"
 cargo test --workspace --locked
 echo "== benchmarks compile (debug profile: CI never builds release)"
 cargo build --workspace --all-targets --locked
+
+# The chunker's fuzz target, bounded: 60 seconds over arbitrary bytes in every language, from
+# the seed corpus. cargo-fuzz drives libFuzzer; RUSTC_BOOTSTRAP lets the stable toolchain take
+# its coverage flags. Any input that breaks an invariant fails the run and is kept under
+# fuzz/artifacts/ (add it to fuzz/regressions/ once fixed).
+echo "== cargo fuzz (60 s)"
+if ! command -v cargo-fuzz >/dev/null 2>&1; then
+  cargo install cargo-fuzz --version 0.13.2 --locked
+fi
+(cd fuzz && RUSTC_BOOTSTRAP=1 cargo fuzz run --sanitizer none chunk -- -max_total_time=60 -rss_limit_mb=4096)
