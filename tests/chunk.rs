@@ -88,10 +88,7 @@ fn invariants_hold_on_the_python_standard_library() {
 
 #[test]
 fn invariants_hold_on_the_rust_and_c_sources_in_the_cargo_registry() {
-    let home = std::env::var("CARGO_HOME").map_or_else(
-        |_| PathBuf::from(std::env::var("HOME").unwrap()).join(".cargo"),
-        PathBuf::from,
-    );
+    let home = crate::support::cargo_home();
     let root = home.join("registry/src");
     let (files, _, _) = corpus(&root, &["rs", "c", "h", "cc", "cpp"], 3_000_000);
     assert!(files > 50, "{files} files");
@@ -220,10 +217,7 @@ fn fixture_snapshots() {
 /// statically linked Lua.
 #[test]
 fn a_grammar_library_in_the_pack_directory_is_loaded_at_run_time() {
-    let home = std::env::var("CARGO_HOME").map_or_else(
-        |_| PathBuf::from(std::env::var("HOME").unwrap()).join(".cargo"),
-        PathBuf::from,
-    );
+    let home = crate::support::cargo_home();
     let src_dir = std::fs::read_dir(home.join("registry/src"))
         .unwrap()
         .flatten()
@@ -270,16 +264,7 @@ fn a_grammar_library_in_the_pack_directory_is_loaded_at_run_time() {
         .arg(&file)
         .output()
         .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let chunks: Vec<serde_json::Value> = String::from_utf8(out.stdout)
-        .unwrap()
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
+    let chunks = crate::support::json_lines(&out);
     let functions: Vec<(&str, &str)> = chunks
         .iter()
         .filter(|c| c["kind"] == "function")

@@ -33,16 +33,7 @@ fn fetch_dry_run_json_prints_one_object_per_event_and_writes_nothing() {
         .args(["--set", "fetch.cache_dir=mirrors"])
         .output()
         .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let lines: Vec<serde_json::Value> = String::from_utf8(out.stdout)
-        .unwrap()
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
+    let lines = crate::support::json_lines(&out);
     assert_eq!(lines.len(), 2);
     let a = lines.iter().find(|l| l["path"] == "a.py").unwrap();
     assert_eq!(a["op"], "upsert");

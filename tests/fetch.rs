@@ -2,17 +2,14 @@
 
 use std::path::Path;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
 
-use async_trait::async_trait;
-use bytes::Bytes;
-use trawl_core::bus::{Bus, Subscription};
+use trawl_core::CommitId;
+use trawl_core::bus::Bus;
 use trawl_core::records::{self, FileEvent, ManifestRow, RepoState};
 use trawl_core::store::keys;
-use trawl_core::{CommitId, Error};
 use trawl_fetcher::{Emitted, FailureReason, RunOptions, repos};
 
-use crate::support::{Harness, Node, SourceRepo, file, ops, pairs};
+use crate::support::{FaultyBus, Harness, Node, SourceRepo, file, ops, pairs};
 
 fn base_files() -> Vec<(&'static str, Node)> {
     vec![
@@ -367,43 +364,14 @@ async fn a_dry_run_writes_nothing_to_the_store() {
     assert_eq!(h.store.list("").await.unwrap(), Vec::<String>::new());
 }
 
-/// A bus that accepts `limit` messages, then fails: the process "crashes" mid-repo.
-#[derive(Debug)]
-struct FailingBus {
-    inner: Arc<dyn Bus>,
-    left: AtomicUsize,
-}
-
-#[async_trait]
-impl Bus for FailingBus {
-    async fn publish(&self, topic: &str, key: &str, payload: Bytes) -> Result<(), Error> {
-        if self
-            .left
-            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
-            .is_err()
-        {
-            return Err(Error::Bus("broker went away".into()));
-        }
-        self.inner.publish(topic, key, payload).await
-    }
-    async fn subscribe(&self, topic: &str, group: &str) -> Result<Box<dyn Subscription>, Error> {
-        self.inner.subscribe(topic, group).await
-    }
-    async fn close(&self, topic: &str) -> Result<(), Error> {
-        self.inner.close(topic).await
-    }
-}
-
 #[tokio::test]
 async fn a_crash_mid_repo_resends_the_commit_and_never_skips_it() {
     let src = SourceRepo::new();
     src.commit(&base_files(), false);
     let mut h = Harness::new();
     let good = h.bus.clone();
-    h.bus = Arc::new(FailingBus {
-        inner: good.clone(),
-        left: AtomicUsize::new(2),
-    });
+    // The broker accepts two events, then goes away: the process "crashes" mid-repo.
+    h.bus = Arc::new(FaultyBus::new(good.clone(), "*", 2, usize::MAX));
     let (report, _) = h.run(&[&src.path()], RunOptions::default()).await;
     let f = report.repos[0]
         .failure

@@ -1,17 +1,15 @@
 //! Stages end to end: fetch → chunk worker → Parquet parts in the store.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
 
-use async_trait::async_trait;
 use bytes::Bytes;
 use trawl_chunk_worker::{CHUNKS_TOPIC, ChunkWorker, DEAD_LETTERS_TOPIC, FILES_TOPIC, Until};
-use trawl_core::bus::{Bus, InProcBus, Subscription};
+use trawl_core::bus::{Bus, InProcBus};
 use trawl_core::records::{self, ChunkPartEvent, ChunkRecord, FileEvent};
-use trawl_core::{Error, store::Store};
+use trawl_core::store::Store;
 use trawl_fetcher::RunOptions;
 
-use crate::support::{Harness, SourceRepo, file};
+use crate::support::{FaultyBus, Harness, SourceRepo, file};
 
 fn repo_files() -> Vec<(&'static str, crate::support::Node)> {
     vec![
@@ -188,43 +186,12 @@ async fn a_poison_message_is_dead_lettered_once_and_a_delete_writes_nothing() {
     assert!(letter["error"].as_str().unwrap().contains("file event"));
 }
 
-/// A bus whose first `fail` publishes to the chunks topic fail, as a broker blip would.
-#[derive(Debug)]
-struct Flaky {
-    inner: Arc<dyn Bus>,
-    fail: AtomicUsize,
-}
-
-#[async_trait]
-impl Bus for Flaky {
-    async fn publish(&self, topic: &str, key: &str, payload: Bytes) -> Result<(), Error> {
-        if topic == CHUNKS_TOPIC
-            && self
-                .fail
-                .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
-                .is_ok()
-        {
-            return Err(Error::Bus("leader not available".into()));
-        }
-        self.inner.publish(topic, key, payload).await
-    }
-    async fn subscribe(&self, topic: &str, group: &str) -> Result<Box<dyn Subscription>, Error> {
-        self.inner.subscribe(topic, group).await
-    }
-    async fn close(&self, topic: &str) -> Result<(), Error> {
-        self.inner.close(topic).await
-    }
-}
-
 #[tokio::test]
 async fn a_transient_failure_gives_the_event_back_and_it_is_retried() {
     let inner: Arc<dyn Bus> = Arc::new(InProcBus::new(1 << 16));
     let (h, _src) = fetched(inner.clone()).await;
     inner.close(FILES_TOPIC).await.unwrap();
-    let flaky: Arc<dyn Bus> = Arc::new(Flaky {
-        inner: inner.clone(),
-        fail: AtomicUsize::new(2),
-    });
+    let flaky: Arc<dyn Bus> = Arc::new(FaultyBus::new(inner.clone(), CHUNKS_TOPIC, 0, 2));
     let worker = ChunkWorker::new(h.store.clone(), flaky, trawl_chunker::Options::default(), 1);
     let m = worker.run(Until::Closed).await.unwrap();
     assert_eq!((m.files, m.retries, m.dead_letters), (3, 2, 0));

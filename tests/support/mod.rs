@@ -187,3 +187,76 @@ pub fn pairs(v: &[(&str, &str)]) -> Vec<(String, String)> {
     v.sort();
     v
 }
+
+/// The JSON lines a successful command printed on stdout.
+pub fn json_lines(out: &std::process::Output) -> Vec<serde_json::Value> {
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+/// The cargo home, whose `registry/src` holds the sources of every dependency.
+pub fn cargo_home() -> PathBuf {
+    std::env::var("CARGO_HOME").map_or_else(
+        |_| PathBuf::from(std::env::var("HOME").unwrap()).join(".cargo"),
+        PathBuf::from,
+    )
+}
+
+/// A bus on which publishes to `topic` (`*`: any) succeed `ok_first` times, then fail `fail`
+/// times, as a broker that went away would.
+#[derive(Debug)]
+pub struct FaultyBus {
+    pub inner: Arc<dyn Bus>,
+    pub topic: &'static str,
+    pub ok_first: usize,
+    pub fail: usize,
+    pub seen: std::sync::atomic::AtomicUsize,
+}
+
+impl FaultyBus {
+    pub fn new(inner: Arc<dyn Bus>, topic: &'static str, ok_first: usize, fail: usize) -> Self {
+        Self {
+            inner,
+            topic,
+            ok_first,
+            fail,
+            seen: std::sync::atomic::AtomicUsize::new(0),
+        }
+    }
+}
+
+#[async_trait::async_trait]
+impl Bus for FaultyBus {
+    async fn publish(
+        &self,
+        topic: &str,
+        key: &str,
+        payload: bytes::Bytes,
+    ) -> Result<(), trawl_core::Error> {
+        use std::sync::atomic::Ordering;
+        if self.topic == "*" || topic == self.topic {
+            let n = self.seen.fetch_add(1, Ordering::SeqCst);
+            if n >= self.ok_first && n - self.ok_first < self.fail {
+                return Err(trawl_core::Error::Bus("broker went away".into()));
+            }
+        }
+        self.inner.publish(topic, key, payload).await
+    }
+    async fn subscribe(
+        &self,
+        topic: &str,
+        group: &str,
+    ) -> Result<Box<dyn trawl_core::bus::Subscription>, trawl_core::Error> {
+        self.inner.subscribe(topic, group).await
+    }
+    async fn close(&self, topic: &str) -> Result<(), trawl_core::Error> {
+        self.inner.close(topic).await
+    }
+}

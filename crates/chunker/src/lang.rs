@@ -127,6 +127,30 @@ const JS_CALLS: &[(&str, &str)] = &[
     ("new_expression", "constructor"),
 ];
 
+/// TypeScript and TSX differ only in their grammar.
+const fn ts_spec(name: &'static str, language: fn() -> Language) -> Spec {
+    Spec {
+        name,
+        language: Some(language),
+        defs: TS_DEFS,
+        wrappers: &["export_statement", "ambient_declaration"],
+        transparent: &[],
+        bodies: &[
+            "class_body",
+            "interface_body",
+            "object_type",
+            "enum_body",
+            "statement_block",
+        ],
+        comments: &["comment"],
+        attributes: &["decorator"],
+        imports: &["import_statement"],
+        calls: JS_CALLS,
+        docstrings: false,
+        arrow_functions: true,
+    }
+}
+
 /// Every statically compiled language.
 pub static SPECS: &[Spec] = &[
     Spec {
@@ -239,46 +263,11 @@ pub static SPECS: &[Spec] = &[
         docstrings: false,
         arrow_functions: true,
     },
-    Spec {
-        name: "typescript",
-        language: Some(lang!(tree_sitter_typescript::LANGUAGE_TYPESCRIPT)),
-        defs: TS_DEFS,
-        wrappers: &["export_statement", "ambient_declaration"],
-        transparent: &[],
-        bodies: &[
-            "class_body",
-            "interface_body",
-            "object_type",
-            "enum_body",
-            "statement_block",
-        ],
-        comments: &["comment"],
-        attributes: &["decorator"],
-        imports: &["import_statement"],
-        calls: JS_CALLS,
-        docstrings: false,
-        arrow_functions: true,
-    },
-    Spec {
-        name: "tsx",
-        language: Some(lang!(tree_sitter_typescript::LANGUAGE_TSX)),
-        defs: TS_DEFS,
-        wrappers: &["export_statement", "ambient_declaration"],
-        transparent: &[],
-        bodies: &[
-            "class_body",
-            "interface_body",
-            "object_type",
-            "enum_body",
-            "statement_block",
-        ],
-        comments: &["comment"],
-        attributes: &["decorator"],
-        imports: &["import_statement"],
-        calls: JS_CALLS,
-        docstrings: false,
-        arrow_functions: true,
-    },
+    ts_spec(
+        "typescript",
+        lang!(tree_sitter_typescript::LANGUAGE_TYPESCRIPT),
+    ),
+    ts_spec("tsx", lang!(tree_sitter_typescript::LANGUAGE_TSX)),
     Spec {
         name: "c",
         language: Some(lang!(tree_sitter_c::LANGUAGE)),

@@ -33,7 +33,12 @@ pub fn chunk(src: &str, opts: &Options) -> Chunked {
         for c in &children {
             if c.kind() == "section" {
                 if let Some(s) = run_start.take() {
-                    ordered.push((s, c.start_byte(), trail.clone(), std::mem::take(&mut points)));
+                    ordered.push((
+                        s,
+                        c.start_byte(),
+                        trail.clone(),
+                        std::mem::take(&mut points),
+                    ));
                 }
             } else {
                 run_start.get_or_insert(c.start_byte());

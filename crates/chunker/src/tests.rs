@@ -193,18 +193,38 @@ proptest! {
 #[test]
 fn fuzz_regressions_keep_the_invariants() {
     const LANGUAGES: &[&str] = &[
-        "python", "rust", "go", "java", "javascript", "typescript", "tsx", "c", "cpp", "csharp",
-        "ruby", "php", "bash", "lua", "markdown", "text",
+        "python",
+        "rust",
+        "go",
+        "java",
+        "javascript",
+        "typescript",
+        "tsx",
+        "c",
+        "cpp",
+        "csharp",
+        "ruby",
+        "php",
+        "bash",
+        "lua",
+        "markdown",
+        "text",
     ];
     let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fuzz/regressions");
     let mut n = 0;
     for entry in std::fs::read_dir(&dir).unwrap().flatten() {
         let data = std::fs::read(entry.path()).unwrap();
-        let Some((&selector, rest)) = data.split_first() else { continue };
+        let Some((&selector, rest)) = data.split_first() else {
+            continue;
+        };
         let language = LANGUAGES[selector as usize % LANGUAGES.len()];
         let ceiling = 64 + (selector as usize / LANGUAGES.len()) * 64;
         let src = String::from_utf8_lossy(rest);
-        let opts = Options { ceiling, floor: ceiling / 8, ..Options::default() };
+        let opts = Options {
+            ceiling,
+            floor: ceiling / 8,
+            ..Options::default()
+        };
         let c = chunk("fuzz", Some(language), &src, Strategy::Ast, &opts);
         if let Err(e) = invariants(&src, &c, ceiling) {
             for p in &c.pieces {
