@@ -17,7 +17,12 @@ use trawl_core::config::Config;
 
 /// trawl keeps an organisation-wide code search index fresh.
 #[derive(Parser)]
-#[command(name = "trawl", version, about, long_about = None)]
+#[command(
+    name = "trawl",
+    version,
+    about = "trawl keeps an organisation-wide code search index fresh",
+    long_about = None
+)]
 struct Cli {
     /// Configuration file (TOML). Keys are listed in the README; a typo is an error.
     #[arg(long, short = 'c', global = true, env = "TRAWL_CONFIG")]
