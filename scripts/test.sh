@@ -24,7 +24,8 @@ cargo fmt --all -- --check
 echo "== cargo clippy"
 cargo clippy --workspace --all-targets --locked -- -D warnings
 echo "== cargo test"
-cargo test --workspace --locked
+test_log=$(mktemp)
+cargo test --workspace --locked 2>&1 | tee "$test_log"
 echo "== benchmarks compile (debug profile: CI never builds release)"
 cargo build --workspace --all-targets --locked
 
@@ -37,3 +38,9 @@ if ! command -v cargo-fuzz >/dev/null 2>&1; then
   cargo install cargo-fuzz --version 0.13.2 --locked
 fi
 (cd fuzz && RUSTC_BOOTSTRAP=1 cargo fuzz run --sanitizer none chunk -- -max_total_time=60 -rss_limit_mb=4096)
+
+# One closing line for the whole run, summed over every test binary.
+passed=$(grep -Eo '^test result: [a-z]+\. [0-9]+ passed' "$test_log" | awk '{s+=$4} END {print s+0}')
+failed=$(grep -Eo '; [0-9]+ failed' "$test_log" | awk '{s+=$2} END {print s+0}')
+rm -f "$test_log"
+echo "tests: $passed passed, $failed failed"
