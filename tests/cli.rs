@@ -211,3 +211,18 @@ fn fetch_then_chunk_worker_then_sql_answers_questions_about_the_code() {
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("nope"));
 }
+
+#[test]
+fn chunk_works_in_a_directory_whose_path_cannot_be_a_repository_id() {
+    let dir = tempfile::tempdir().unwrap();
+    let sub = dir.path().join("c++");
+    std::fs::create_dir(&sub).unwrap();
+    std::fs::write(sub.join("a.cpp"), "int main() {\n  return 0;\n}\n").unwrap();
+    let out = trawl()
+        .args(["chunk", "--json"])
+        .arg(sub.join("a.cpp"))
+        .output()
+        .unwrap();
+    let chunks = crate::support::json_lines(&out);
+    assert!(chunks.iter().any(|c| c["symbol"] == "main"), "{chunks:?}");
+}

@@ -100,7 +100,12 @@ pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
         };
         let abs = std::fs::canonicalize(&file)?;
         let dir = abs.parent().unwrap_or(Path::new("/"));
-        let repo = RepoId::from_local_path(dir).context("naming the directory")?;
+        // Ids need a repository; a directory whose path cannot be one (a `+` in it) still chunks.
+        let repo = RepoId::from_local_path(dir)
+            .or_else(|_| {
+                RepoId::from_local_path(Path::new(&dir.to_string_lossy().replace('+', "_")))
+            })
+            .context("naming the directory")?;
         let display = file.display().to_string();
         let lang = match &args.language {
             Some(l) => Some(l.as_str()),
