@@ -12,9 +12,11 @@
 //!   signature, fields, every member's signature and docstring, bodies elided;
 //! - an oversize function splits at statement boundaries; every part keeps the symbol, a
 //!   `part i/n` and the signature;
-//! - code between definitions (imports, constants, `if __name__ == …`) becomes its own chunks;
-//!   tiny pieces (under the floor) merge with a neighbour; nothing is dropped: every non-blank
-//!   line is inside a chunk that is not a skeleton or a table of contents;
+//! - code between definitions (imports, constants, `if __name__ == …`) becomes its own chunks,
+//!   however small; only closers and comments under the floor (`}`, `#endif`, `end`) merge with
+//!   a neighbouring definition, and tiny Markdown sections and text paragraphs merge with the
+//!   next; nothing is dropped: every non-blank line is inside a chunk that is not a skeleton or
+//!   a table of contents;
 //! - each source file also gets a table-of-contents chunk (path, imports, symbols);
 //! - Markdown splits on headings and keeps the heading trail; plain text splits on paragraphs;
 //! - no chunk's text exceeds the ceiling (2,000 bytes by default).
