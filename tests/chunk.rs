@@ -5,6 +5,11 @@ use std::path::{Path, PathBuf};
 use trawl_chunker::{Options, Strategy, check, chunk};
 use trawl_core::language;
 
+/// One fixture per statically compiled language.
+const FIXTURE_EXTENSIONS: &[&str] = &[
+    "py", "rs", "go", "java", "js", "ts", "tsx", "c", "cpp", "cs", "rb", "php", "sh", "lua", "md",
+];
+
 fn fixture_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/chunk")
 }
@@ -97,14 +102,7 @@ fn invariants_hold_on_the_rust_and_c_sources_in_the_cargo_registry() {
 #[test]
 fn invariants_hold_on_every_fixture() {
     let mut files = Vec::new();
-    files_under(
-        &fixture_dir(),
-        &[
-            "py", "rs", "go", "java", "js", "ts", "tsx", "c", "cpp", "cs", "rb", "php", "sh",
-            "lua", "md",
-        ],
-        &mut files,
-    );
+    files_under(&fixture_dir(), FIXTURE_EXTENSIONS, &mut files);
     assert_eq!(files.len(), 16);
     for f in files {
         let src = std::fs::read_to_string(&f).unwrap();
@@ -194,14 +192,7 @@ fn render(path: &str, src: &str, ceiling: usize) -> String {
 #[test]
 fn fixture_snapshots() {
     let mut files = Vec::new();
-    files_under(
-        &fixture_dir(),
-        &[
-            "py", "rs", "go", "java", "js", "ts", "tsx", "c", "cpp", "cs", "rb", "php", "sh",
-            "lua", "md",
-        ],
-        &mut files,
-    );
+    files_under(&fixture_dir(), FIXTURE_EXTENSIONS, &mut files);
     for f in files {
         let name = f.file_name().unwrap().to_string_lossy().replace('.', "_");
         let src = std::fs::read_to_string(&f).unwrap();

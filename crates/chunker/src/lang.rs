@@ -127,6 +127,31 @@ const JS_CALLS: &[(&str, &str)] = &[
     ("new_expression", "constructor"),
 ];
 
+/// What a language declares when it says nothing: `comment` nodes, nothing else.
+const BASE: Spec = Spec {
+    name: "",
+    language: None,
+    defs: &[],
+    wrappers: &[],
+    transparent: &[],
+    bodies: &[],
+    comments: &["comment"],
+    attributes: &[],
+    imports: &[],
+    calls: &[],
+    docstrings: false,
+    arrow_functions: false,
+};
+
+/// Preprocessor conditionals and `extern "C"` blocks: their contents count as top level.
+const C_TRANSPARENT: &[&str] = &[
+    "preproc_ifdef",
+    "preproc_if",
+    "preproc_else",
+    "preproc_elif",
+    "linkage_specification",
+];
+
 /// TypeScript and TSX differ only in their grammar.
 const fn ts_spec(name: &'static str, language: fn() -> Language) -> Spec {
     Spec {
@@ -134,7 +159,6 @@ const fn ts_spec(name: &'static str, language: fn() -> Language) -> Spec {
         language: Some(language),
         defs: TS_DEFS,
         wrappers: &["export_statement", "ambient_declaration"],
-        transparent: &[],
         bodies: &[
             "class_body",
             "interface_body",
@@ -142,12 +166,11 @@ const fn ts_spec(name: &'static str, language: fn() -> Language) -> Spec {
             "enum_body",
             "statement_block",
         ],
-        comments: &["comment"],
         attributes: &["decorator"],
         imports: &["import_statement"],
         calls: JS_CALLS,
-        docstrings: false,
         arrow_functions: true,
+        ..BASE
     }
 }
 
@@ -161,10 +184,7 @@ pub static SPECS: &[Spec] = &[
             ("class_definition", Kind::Class),
         ],
         wrappers: &["decorated_definition"],
-        transparent: &[],
         bodies: &["block"],
-        comments: &["comment"],
-        attributes: &[],
         imports: &[
             "import_statement",
             "import_from_statement",
@@ -172,7 +192,7 @@ pub static SPECS: &[Spec] = &[
         ],
         calls: &[("call", "function")],
         docstrings: true,
-        arrow_functions: false,
+        ..BASE
     },
     Spec {
         name: "rust",
@@ -188,8 +208,6 @@ pub static SPECS: &[Spec] = &[
             ("mod_item", Kind::Module),
             ("macro_definition", Kind::Function),
         ],
-        wrappers: &[],
-        transparent: &[],
         bodies: &[
             "declaration_list",
             "field_declaration_list",
@@ -202,8 +220,7 @@ pub static SPECS: &[Spec] = &[
             ("call_expression", "function"),
             ("macro_invocation", "macro"),
         ],
-        docstrings: false,
-        arrow_functions: false,
+        ..BASE
     },
     Spec {
         name: "go",
@@ -213,15 +230,9 @@ pub static SPECS: &[Spec] = &[
             ("method_declaration", Kind::Method),
             ("type_declaration", Kind::Struct),
         ],
-        wrappers: &[],
-        transparent: &[],
-        bodies: &[],
-        comments: &["comment"],
-        attributes: &[],
         imports: &["import_declaration"],
         calls: &[("call_expression", "function")],
-        docstrings: false,
-        arrow_functions: false,
+        ..BASE
     },
     Spec {
         name: "java",
@@ -236,32 +247,26 @@ pub static SPECS: &[Spec] = &[
             ("constructor_declaration", Kind::Method),
             ("compact_constructor_declaration", Kind::Method),
         ],
-        wrappers: &[],
-        transparent: &[],
         bodies: &["class_body", "interface_body", "enum_body"],
         comments: C_LIKE_COMMENTS,
-        attributes: &[],
         imports: &["import_declaration"],
         calls: &[
             ("method_invocation", "name"),
             ("object_creation_expression", "type"),
         ],
-        docstrings: false,
-        arrow_functions: false,
+        ..BASE
     },
     Spec {
         name: "javascript",
         language: Some(lang!(tree_sitter_javascript::LANGUAGE)),
         defs: JS_DEFS,
         wrappers: &["export_statement"],
-        transparent: &[],
         bodies: &["class_body", "statement_block"],
-        comments: &["comment"],
         attributes: &["decorator"],
         imports: &["import_statement"],
         calls: JS_CALLS,
-        docstrings: false,
         arrow_functions: true,
+        ..BASE
     },
     ts_spec(
         "typescript",
@@ -278,21 +283,11 @@ pub static SPECS: &[Spec] = &[
             ("enum_specifier", Kind::Enum),
             ("type_definition", Kind::Struct),
         ],
-        wrappers: &[],
-        transparent: &[
-            "preproc_ifdef",
-            "preproc_if",
-            "preproc_else",
-            "preproc_elif",
-            "linkage_specification",
-        ],
+        transparent: C_TRANSPARENT,
         bodies: &["field_declaration_list", "enumerator_list"],
-        comments: &["comment"],
-        attributes: &[],
         imports: &["preproc_include"],
         calls: &[("call_expression", "function")],
-        docstrings: false,
-        arrow_functions: false,
+        ..BASE
     },
     Spec {
         name: "cpp",
@@ -308,24 +303,16 @@ pub static SPECS: &[Spec] = &[
             ("concept_definition", Kind::Interface),
         ],
         wrappers: &["template_declaration"],
-        transparent: &[
-            "preproc_ifdef",
-            "preproc_if",
-            "preproc_else",
-            "preproc_elif",
-            "linkage_specification",
-        ],
+        transparent: C_TRANSPARENT,
         bodies: &[
             "field_declaration_list",
             "declaration_list",
             "enumerator_list",
         ],
-        comments: &["comment"],
         attributes: &["attribute_declaration"],
         imports: &["preproc_include", "using_declaration"],
         calls: &[("call_expression", "function"), ("new_expression", "type")],
-        docstrings: false,
-        arrow_functions: false,
+        ..BASE
     },
     Spec {
         name: "csharp",
@@ -344,18 +331,13 @@ pub static SPECS: &[Spec] = &[
             ("property_declaration", Kind::Method),
             ("local_function_statement", Kind::Function),
         ],
-        wrappers: &[],
-        transparent: &[],
         bodies: &["declaration_list", "enum_member_declaration_list"],
-        comments: &["comment"],
-        attributes: &[],
         imports: &["using_directive"],
         calls: &[
             ("invocation_expression", "function"),
             ("object_creation_expression", "type"),
         ],
-        docstrings: false,
-        arrow_functions: false,
+        ..BASE
     },
     Spec {
         name: "ruby",
@@ -367,15 +349,9 @@ pub static SPECS: &[Spec] = &[
             ("singleton_class", Kind::Class),
             ("module", Kind::Module),
         ],
-        wrappers: &[],
-        transparent: &[],
         bodies: &["body_statement"],
-        comments: &["comment"],
-        attributes: &[],
-        imports: &[],
         calls: &[("call", "method")],
-        docstrings: false,
-        arrow_functions: false,
+        ..BASE
     },
     Spec {
         name: "php",
@@ -389,14 +365,11 @@ pub static SPECS: &[Spec] = &[
             ("method_declaration", Kind::Method),
             ("namespace_definition", Kind::Namespace),
         ],
-        wrappers: &[],
-        transparent: &[],
         bodies: &[
             "declaration_list",
             "enum_declaration_list",
             "compound_statement",
         ],
-        comments: &["comment"],
         attributes: &["attribute_list"],
         imports: &[
             "namespace_use_declaration",
@@ -410,36 +383,23 @@ pub static SPECS: &[Spec] = &[
             ("member_call_expression", "name"),
             ("scoped_call_expression", "name"),
         ],
-        docstrings: false,
-        arrow_functions: false,
+        ..BASE
     },
     Spec {
         name: "bash",
         language: Some(lang!(tree_sitter_bash::LANGUAGE)),
         defs: &[("function_definition", Kind::Function)],
-        wrappers: &[],
-        transparent: &[],
         bodies: &["compound_statement"],
-        comments: &["comment"],
-        attributes: &[],
-        imports: &[],
         calls: &[("command", "name")],
-        docstrings: false,
-        arrow_functions: false,
+        ..BASE
     },
     Spec {
         name: "lua",
         language: Some(lang!(tree_sitter_lua::LANGUAGE)),
         defs: &[("function_declaration", Kind::Function)],
-        wrappers: &[],
-        transparent: &[],
         bodies: &["block"],
-        comments: &["comment"],
-        attributes: &[],
-        imports: &[],
         calls: &[("function_call", "name")],
-        docstrings: false,
-        arrow_functions: false,
+        ..BASE
     },
 ];
 
