@@ -38,7 +38,7 @@ fn tables() -> Vec<(&'static str, &'static str, &'static str, SchemaRef)> {
         (
             "embeddings",
             "embeddings/",
-            "model",
+            "space",
             EmbeddingRecord::schema(),
         ),
     ]

@@ -17,7 +17,79 @@ pub struct Config {
     pub bus: BusConfig,
     pub fetch: FetchConfig,
     pub chunk: ChunkConfig,
+    pub embed: EmbedConfig,
     pub log: LogConfig,
+}
+
+/// The embed stage: which embedder, its vector space, the provider's limits, the cost.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct EmbedConfig {
+    /// `local` (a model directory run with candle: the default, no key needed), `voyage`
+    /// (the Voyage API; needs `VOYAGE_API_KEY`) or `hash` (deterministic, for tests only).
+    pub embedder: String,
+    /// The Voyage model.
+    pub model: String,
+    /// Voyage `output_dimension`: 256, 512, 1024 or 2048 for voyage-code-3.
+    pub dims: u32,
+    /// Voyage `output_dtype`: `float`, `int8`, `uint8`, `binary` or `ubinary`.
+    pub dtype: String,
+    /// The Voyage API root; point it at a proxy or a fake server.
+    pub base_url: String,
+    /// Requests per minute the account allows (Voyage basic tier: 2000).
+    pub rpm: u32,
+    /// Tokens per minute the account allows (Voyage basic tier for voyage-code-3: 3M).
+    pub tpm: u64,
+    /// Most inputs in one request (Voyage: 1000).
+    pub max_batch_inputs: usize,
+    /// Most tokens in one request (voyage-code-3: 120K).
+    pub max_batch_tokens: u64,
+    /// Longest input the model accepts, in tokens (voyage-code-3: 32K); longer inputs are
+    /// cut to fit and counted as `truncated`.
+    pub max_input_tokens: u64,
+    /// Requests in flight at once.
+    pub concurrency: usize,
+    /// Attempts of one request on 429, 5xx, timeouts and dropped connections.
+    pub max_retries: u32,
+    /// Seconds one request may take before it counts as a timeout.
+    pub timeout_secs: u64,
+    /// Price in US dollars per million tokens, for the run report's estimated cost.
+    pub price_per_mtok: f64,
+    /// Milliseconds a partly filled batch waits for more chunks before it is sent.
+    pub linger_ms: u64,
+    /// The local model's directory (sentence-transformers layout: `config.json`,
+    /// `tokenizer.json`, `model.safetensors`). Empty: the default all-MiniLM-L6-v2 under the
+    /// user cache (`scripts/fetch-model.sh` puts it there).
+    pub model_dir: PathBuf,
+    /// Inputs per forward pass of the local model.
+    pub local_batch: usize,
+    /// Dimensions of the hash embedder.
+    pub hash_dims: u32,
+}
+
+impl Default for EmbedConfig {
+    fn default() -> Self {
+        Self {
+            embedder: "local".into(),
+            model: "voyage-code-3".into(),
+            dims: 1024,
+            dtype: "float".into(),
+            base_url: "https://api.voyageai.com/v1".into(),
+            rpm: 2000,
+            tpm: 3_000_000,
+            max_batch_inputs: 1000,
+            max_batch_tokens: 120_000,
+            max_input_tokens: 32_000,
+            concurrency: 4,
+            max_retries: 8,
+            timeout_secs: 60,
+            price_per_mtok: 0.18,
+            linger_ms: 200,
+            model_dir: PathBuf::new(),
+            local_batch: 32,
+            hash_dims: 256,
+        }
+    }
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -136,6 +208,7 @@ const NOT_KEYS: &[&str] = &[
     "TRAWL_GIT_SSH_KEY",
     "TRAWL_GIT_SSH_PASSPHRASE",
     "TRAWL_BENCH_CORPUS",
+    "TRAWL_BENCH_SECONDS",
 ];
 
 impl Config {

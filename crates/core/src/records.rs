@@ -28,6 +28,8 @@ pub const CHUNK_VERSION: u32 = 1;
 pub const EMBEDDING_VERSION: u32 = 1;
 /// Version of [`ChunkPartEvent`] written by this release.
 pub const CHUNK_PART_VERSION: u32 = 1;
+/// Version of [`EmbeddedEvent`] written by this release.
+pub const EMBEDDED_VERSION: u32 = 1;
 /// Version of [`DeadLetter`] written by this release.
 pub const DEAD_LETTER_VERSION: u32 = 1;
 /// Version of [`RepoState`] written by this release.
@@ -120,6 +122,46 @@ impl ChunkPartEvent {
     }
 }
 
+/// One chunk part whose chunks all have vectors (or were dead-lettered), published by the
+/// embed worker on the `embedded` topic once the vectors are durable.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EmbeddedEvent {
+    pub schema_version: u32,
+    pub repo: RepoId,
+    pub commit: CommitId,
+    pub path: String,
+    /// The chunk part's key.
+    pub chunks_key: String,
+    /// The embedding part holding this part's new vectors; `None` when every vector was
+    /// already in the store.
+    pub embeddings_key: Option<String>,
+    pub model: String,
+    pub dims: u32,
+    pub dtype: String,
+    pub chunks: u32,
+    /// Chunks whose vector was already in the store (or earlier in the same part).
+    pub cache_hits: u32,
+    /// Chunks that could not be embedded and went to the dead-letter topic.
+    pub dead_lettered: u32,
+    pub run: RunId,
+}
+
+impl EmbeddedEvent {
+    pub fn to_json(&self) -> Bytes {
+        Bytes::from(serde_json::to_vec(self).expect("an EmbeddedEvent always serialises"))
+    }
+
+    pub fn from_json(bytes: &[u8]) -> Result<Self, Error> {
+        let ev: Self = serde_json::from_slice(bytes).map_err(|e| Error::Record {
+            what: "embedded event",
+            reason: e.to_string(),
+        })?;
+        check_version("embedded event", ev.schema_version, EMBEDDED_VERSION)?;
+        Ok(ev)
+    }
+}
+
 /// A message no stage could process, on the `dead-letters` topic with its error.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -204,6 +246,11 @@ pub struct ChunkRecord {
 }
 
 impl ChunkRecord {
+    /// What the embedding and BM25 see: the generated header, a newline, then the code.
+    pub fn indexed_text(&self) -> String {
+        format!("{}\n{}", self.header, self.text)
+    }
+
     pub fn schema() -> SchemaRef {
         let list = |name: &str| {
             Field::new(
@@ -240,6 +287,10 @@ impl ChunkRecord {
 }
 
 /// One vector, keyed by `(model, dims, dtype, content_hash)`. Filled in by the embed worker.
+///
+/// A part holds one vector space (one model, dims and dtype), so the vector column is a
+/// fixed-size list of `dims` floats, or for the integer and bit-packed dtypes a fixed-size
+/// binary of `dims` bytes (`int8`, `uint8`) or `dims / 8` bytes (`binary`, `ubinary`).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct EmbeddingRecord {
     pub schema_version: u32,
@@ -252,25 +303,49 @@ pub struct EmbeddingRecord {
     pub vector: Option<Vec<f32>>,
     /// Set for the integer and bit-packed types.
     pub vector_bytes: Option<Vec<u8>>,
+    /// Tokens this input cost when it was embedded (the provider's count where it gives one
+    /// per input, else the estimate).
     pub tokens: u32,
 }
 
 impl EmbeddingRecord {
+    /// The columns every part has, whatever its vector space: what `trawl sql` shows.
     pub fn schema() -> SchemaRef {
-        schema(vec![
+        schema(Self::base_fields())
+    }
+
+    fn base_fields() -> Vec<Field> {
+        vec![
             Field::new("schema_version", DataType::UInt32, false),
             Field::new("content_hash", DataType::Utf8, false),
             Field::new("model", DataType::Utf8, false),
             Field::new("dims", DataType::UInt32, false),
             Field::new("dtype", DataType::Utf8, false),
-            Field::new(
-                "vector",
-                DataType::List(Arc::new(Field::new("item", DataType::Float32, false))),
-                true,
-            ),
-            Field::new("vector_bytes", DataType::Binary, true),
             Field::new("tokens", DataType::UInt32, false),
-        ])
+        ]
+    }
+
+    /// The schema of a part in one vector space.
+    pub fn schema_for(dims: u32, dtype: &str) -> SchemaRef {
+        let mut fields = Self::base_fields();
+        fields.push(Field::new(
+            "vector",
+            DataType::FixedSizeList(
+                Arc::new(Field::new("item", DataType::Float32, false)),
+                dims as i32,
+            ),
+            true,
+        ));
+        let width = match dtype {
+            "binary" | "ubinary" => dims.div_ceil(8),
+            _ => dims,
+        };
+        fields.push(Field::new(
+            "vector_bytes",
+            DataType::FixedSizeBinary(width as i32),
+            true,
+        ));
+        schema(fields)
     }
 }
 
@@ -300,6 +375,12 @@ pub trait Row: Serialize + DeserializeOwned {
     const VERSION: u32;
     fn arrow_schema() -> SchemaRef;
     fn version(&self) -> u32;
+    /// The schema these rows are written with; only records whose schema depends on their
+    /// contents (the vector width) differ from [`Row::arrow_schema`].
+    fn schema_of(rows: &[Self]) -> SchemaRef {
+        let _ = rows;
+        Self::arrow_schema()
+    }
 }
 
 macro_rules! row {
@@ -318,7 +399,22 @@ macro_rules! row {
 }
 row!(ManifestRow, "manifest", MANIFEST_VERSION);
 row!(ChunkRecord, "chunk", CHUNK_VERSION);
-row!(EmbeddingRecord, "embedding", EMBEDDING_VERSION);
+impl Row for EmbeddingRecord {
+    const NAME: &'static str = "embedding";
+    const VERSION: u32 = EMBEDDING_VERSION;
+    fn arrow_schema() -> SchemaRef {
+        Self::schema()
+    }
+    fn version(&self) -> u32 {
+        self.schema_version
+    }
+    fn schema_of(rows: &[Self]) -> SchemaRef {
+        match rows.first() {
+            Some(r) => Self::schema_for(r.dims, &r.dtype),
+            None => Self::schema_for(0, "float"),
+        }
+    }
+}
 
 fn fields_of(schema: &SchemaRef) -> Vec<FieldRef> {
     schema.fields().iter().cloned().collect()
@@ -326,9 +422,11 @@ fn fields_of(schema: &SchemaRef) -> Vec<FieldRef> {
 
 /// Rows → one Arrow batch in the record's schema.
 pub fn to_batch<R: Row>(rows: &[R]) -> Result<RecordBatch, Error> {
-    serde_arrow::to_record_batch(&fields_of(&R::arrow_schema()), &rows).map_err(|e| Error::Record {
-        what: R::NAME,
-        reason: e.to_string(),
+    serde_arrow::to_record_batch(&fields_of(&R::schema_of(rows)), &rows).map_err(|e| {
+        Error::Record {
+            what: R::NAME,
+            reason: e.to_string(),
+        }
     })
 }
 
@@ -351,6 +449,7 @@ pub fn to_parquet<R: Row>(rows: &[R]) -> Result<Bytes, Error> {
     use parquet::file::properties::WriterProperties;
 
     let batch = to_batch(rows)?;
+    let schema = batch.schema();
     let props = WriterProperties::builder()
         .set_compression(Compression::ZSTD(ZstdLevel::default()))
         .set_max_row_group_row_count(Some(64 * 1024))
@@ -360,7 +459,7 @@ pub fn to_parquet<R: Row>(rows: &[R]) -> Result<Bytes, Error> {
         reason: e.to_string(),
     };
     let mut buf = Vec::new();
-    let mut w = ArrowWriter::try_new(&mut buf, R::arrow_schema(), Some(props)).map_err(err)?;
+    let mut w = ArrowWriter::try_new(&mut buf, schema, Some(props)).map_err(err)?;
     w.write(&batch).map_err(err)?;
     w.close().map_err(err)?;
     Ok(Bytes::from(buf))
@@ -380,6 +479,38 @@ pub fn from_parquet<R: Row>(bytes: Bytes) -> Result<Vec<R>, Error> {
     let mut out = Vec::new();
     for batch in reader {
         out.extend(from_batch::<R>(&batch.map_err(|e| err(&e))?)?);
+    }
+    Ok(out)
+}
+
+/// One UTF-8 column of a Parquet file, without reading the others (e.g. the content hashes
+/// of an embedding part, not its vectors).
+pub fn read_string_column(bytes: Bytes, column: &str) -> Result<Vec<String>, Error> {
+    use arrow_array::{Array, StringArray};
+    use parquet::arrow::ProjectionMask;
+    use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+    let err = |e: &dyn std::fmt::Display| Error::Record {
+        what: "parquet column",
+        reason: format!("{column}: {e}"),
+    };
+    let builder = ParquetRecordBatchReaderBuilder::try_new(bytes).map_err(|e| err(&e))?;
+    let mask = ProjectionMask::columns(builder.parquet_schema(), [column]);
+    let reader = builder.with_projection(mask).build().map_err(|e| err(&e))?;
+    let mut out = Vec::new();
+    for batch in reader {
+        let batch = batch.map_err(|e| err(&e))?;
+        let col = batch
+            .column_by_name(column)
+            .ok_or_else(|| err(&"no such column"))?;
+        let strings = col
+            .as_any()
+            .downcast_ref::<StringArray>()
+            .ok_or_else(|| err(&"not a UTF-8 column"))?;
+        out.extend(
+            (0..strings.len())
+                .filter(|&i| strings.is_valid(i))
+                .map(|i| strings.value(i).to_owned()),
+        );
     }
     Ok(out)
 }
@@ -470,9 +601,32 @@ mod tests {
             vector_bytes: None,
             tokens: 1,
         };
-        let back =
-            from_parquet::<EmbeddingRecord>(to_parquet(std::slice::from_ref(&e)).unwrap()).unwrap();
+        let parquet = to_parquet(std::slice::from_ref(&e)).unwrap();
+        assert_eq!(
+            read_string_column(parquet.clone(), "content_hash").unwrap(),
+            [e.content_hash.to_string()]
+        );
+        let back = from_parquet::<EmbeddingRecord>(parquet).unwrap();
         assert_eq!(back, [e]);
+        let batch = to_batch(&back).unwrap();
+        assert_eq!(
+            batch
+                .schema()
+                .field_with_name("vector")
+                .unwrap()
+                .data_type(),
+            &DataType::FixedSizeList(Arc::new(Field::new("item", DataType::Float32, false)), 2),
+            "vectors are stored as fixed-size lists"
+        );
+        let bits = EmbeddingRecord {
+            dims: 16,
+            dtype: "binary".into(),
+            vector: None,
+            vector_bytes: Some(vec![0b1010_0000, 0xff]),
+            ..back[0].clone()
+        };
+        let parquet = to_parquet(std::slice::from_ref(&bits)).unwrap();
+        assert_eq!(from_parquet::<EmbeddingRecord>(parquet).unwrap(), [bits]);
         assert_eq!(
             to_batch(&[sample_chunk()]).unwrap().schema(),
             ChunkRecord::schema()

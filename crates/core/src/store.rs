@@ -260,6 +260,27 @@ pub mod keys {
     }
 
     /// `runs/<run_id>.json`
+    /// `embeddings/space=<model>.<dims>.<dtype>/<hash>.parquet`: one vector space per
+    /// directory (a part's vector column has one width), named by a hash of the part's
+    /// content hashes so a replayed batch rewrites the same object.
+    pub fn embedding_part(space: &str, content_hashes: &[crate::ContentHash]) -> String {
+        let mut h = blake3::Hasher::new_derive_key("trawl 2026-11-30 embedding part key v1");
+        h.update(space.as_bytes());
+        for c in content_hashes {
+            h.update(&[0]).update(c.to_string().as_bytes());
+        }
+        format!(
+            "{}{}.parquet",
+            embedding_space(space),
+            &h.finalize().to_hex()[..32]
+        )
+    }
+
+    /// `embeddings/space=<space>/`: every part of one vector space.
+    pub fn embedding_space(space: &str) -> String {
+        format!("embeddings/space={space}/")
+    }
+
     pub fn run(run: &RunId) -> String {
         format!("runs/{run}.json")
     }

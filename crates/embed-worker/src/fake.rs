@@ -1,0 +1,428 @@
+//! A fake Voyage embeddings server on 127.0.0.1, for the tests and the benchmark: never chosen
+//! by configuration. It follows the contract in the project's notes on the Voyage API:
+//!
+//! - `POST /v1/embeddings` with `Authorization: Bearer <key>` (else 401) and the documented
+//!   body; unknown models, dimensions or dtypes, more than 1,000 inputs or more than 120K
+//!   tokens in a request, or an input over the 32K context with `truncation: false`, are 400s
+//!   with a `detail` message, as the real API answers.
+//! - Rate limits: a sliding 60-second window (configurable for tests) of accepted requests and tokens; a request that
+//!   would exceed either gets 429 with `Retry-After` (whole seconds until it would fit).
+//! - Faults, drawn per request from a seeded generator: 429 without `Retry-After`, 500/502/503,
+//!   a slow answer, and a connection dropped in the middle of the response body.
+//! - Inputs containing [`FakeConfig::poison`] are refused with 400, to test isolation.
+//! - Its tokenizer is a stand-in: `ceil(bytes / 4)` per input, which the client's estimate
+//!   (`bytes / 3`) overcounts, as with real code.
+//! - Vectors are the [`crate::hash::HashEmbedder`] vector of the input text at the requested
+//!   dimension, quantised to the requested dtype, so a test can check that each vector
+//!   belongs to its text.
+
+use std::collections::{HashMap, VecDeque};
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use axum::body::Body;
+use axum::extract::State;
+use axum::http::{HeaderMap, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use rand::{Rng, SeedableRng};
+
+use crate::embedder::{Dtype, Vector, quantize};
+use crate::hash::HashEmbedder;
+
+/// The fake's behaviour.
+#[derive(Clone, Debug)]
+pub struct FakeConfig {
+    pub api_key: String,
+    pub rpm: u64,
+    pub tpm: u64,
+    pub max_inputs: usize,
+    pub max_request_tokens: u64,
+    pub context_tokens: u64,
+    /// Probability of an injected 429 (no `Retry-After`).
+    pub p429: f64,
+    /// Probability of an injected 500/502/503.
+    pub p5xx: f64,
+    /// Probability of answering after [`FakeConfig::slow`].
+    pub p_slow: f64,
+    pub slow: Duration,
+    /// Probability of dropping the connection mid-response.
+    pub p_drop: f64,
+    /// Inputs containing this are refused with 400.
+    pub poison: Option<String>,
+    pub seed: u64,
+    /// The rate window (60 s, as Voyage states its limits; shorter in tests).
+    pub window: Duration,
+}
+
+impl Default for FakeConfig {
+    fn default() -> Self {
+        Self {
+            api_key: "test-key".into(),
+            rpm: 2000,
+            tpm: 3_000_000,
+            max_inputs: 1000,
+            max_request_tokens: 120_000,
+            context_tokens: 32_000,
+            p429: 0.0,
+            p5xx: 0.0,
+            p_slow: 0.0,
+            slow: Duration::from_secs(2),
+            p_drop: 0.0,
+            poison: None,
+            seed: 7,
+            window: Duration::from_secs(60),
+        }
+    }
+}
+
+/// What the fake saw.
+#[derive(Clone, Debug, Default)]
+pub struct FakeStats {
+    /// Every request that reached the handler.
+    pub requests: u64,
+    /// Requests answered with vectors.
+    pub accepted: u64,
+    /// Tokens of accepted requests, by the fake's tokenizer.
+    pub accepted_tokens: u64,
+    /// Answers by status and cause: `400`, `401`, `429-budget`, `429-injected`, `5xx`,
+    /// `slow`, `dropped`.
+    pub outcomes: HashMap<String, u64>,
+    /// Times each input text was embedded in an accepted request.
+    pub embedded: HashMap<String, u64>,
+    /// The most tokens accepted in any window.
+    pub peak_window_tokens: u64,
+    /// The most requests accepted in any window.
+    pub peak_window_requests: u64,
+    /// Accepted requests by `input_type`.
+    pub input_types: HashMap<String, u64>,
+    /// When the first and last request was accepted.
+    pub first_accept: Option<Instant>,
+    pub last_accept: Option<Instant>,
+}
+
+struct Inner {
+    cfg: FakeConfig,
+    stats: FakeStats,
+    window: VecDeque<(Instant, u64)>,
+    rng: rand::rngs::StdRng,
+}
+
+/// A running fake; stops when dropped.
+pub struct FakeVoyage {
+    addr: SocketAddr,
+    inner: Arc<Mutex<Inner>>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for FakeVoyage {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+/// The fake's token count of one input.
+pub fn fake_tokens(text: &str) -> u64 {
+    (text.len() as u64).div_ceil(4).max(1)
+}
+
+/// The vector the fake returns for `text`.
+pub fn fake_vector(text: &str, dims: u32, dtype: Dtype) -> Vector {
+    let v = HashEmbedder::new(dims).expect("dims > 0").vector(text);
+    quantize(&v, dtype)
+}
+
+impl FakeVoyage {
+    /// Starts a fake on a free loopback port.
+    pub async fn start(cfg: FakeConfig) -> std::io::Result<Self> {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+        let addr = listener.local_addr()?;
+        let inner = Arc::new(Mutex::new(Inner {
+            rng: rand::rngs::StdRng::seed_from_u64(cfg.seed),
+            cfg,
+            stats: FakeStats::default(),
+            window: VecDeque::new(),
+        }));
+        let app = axum::Router::new()
+            .route("/v1/embeddings", axum::routing::post(handle))
+            .with_state(inner.clone());
+        let task = tokio::spawn(async move {
+            let _ = axum::serve(listener, app).await;
+        });
+        Ok(Self { addr, inner, task })
+    }
+
+    /// The API root to give the client: `http://127.0.0.1:<port>/v1`.
+    pub fn base_url(&self) -> String {
+        format!("http://{}/v1", self.addr)
+    }
+
+    pub fn stats(&self) -> FakeStats {
+        self.lock().stats.clone()
+    }
+
+    /// Changes the behaviour of a running fake (faults, limits, key).
+    pub fn configure(&self, f: impl FnOnce(&mut FakeConfig)) {
+        f(&mut self.lock().cfg);
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
+        self.inner
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+}
+
+fn detail(status: StatusCode, msg: impl Into<String>) -> Response {
+    (
+        status,
+        axum::Json(serde_json::json!({ "detail": msg.into() })),
+    )
+        .into_response()
+}
+
+enum Fault {
+    None,
+    Status(StatusCode, &'static str),
+    Slow(Duration),
+    Drop,
+}
+
+async fn handle(
+    State(inner): State<Arc<Mutex<Inner>>>,
+    headers: HeaderMap,
+    body: axum::body::Bytes,
+) -> Response {
+    let lock = || {
+        inner
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    };
+    let bump = |s: &mut FakeStats, k: &str| *s.outcomes.entry(k.to_owned()).or_default() += 1;
+
+    // Faults first: a real overloaded server fails before reading the request.
+    let fault = {
+        let mut g = lock();
+        g.stats.requests += 1;
+        let cfg = g.cfg.clone();
+        let r: f64 = g.rng.random();
+        let fault = if r < cfg.p429 {
+            Fault::Status(StatusCode::TOO_MANY_REQUESTS, "429-injected")
+        } else if r < cfg.p429 + cfg.p5xx {
+            let codes = [
+                StatusCode::INTERNAL_SERVER_ERROR,
+                StatusCode::BAD_GATEWAY,
+                StatusCode::SERVICE_UNAVAILABLE,
+            ];
+            Fault::Status(codes[g.rng.random_range(0..3)], "5xx")
+        } else if r < cfg.p429 + cfg.p5xx + cfg.p_slow {
+            Fault::Slow(cfg.slow)
+        } else if r < cfg.p429 + cfg.p5xx + cfg.p_slow + cfg.p_drop {
+            Fault::Drop
+        } else {
+            Fault::None
+        };
+        if let Fault::Status(_, k) = &fault {
+            bump(&mut g.stats, k);
+        }
+        fault
+    };
+    match fault {
+        Fault::Status(code, _) => return detail(code, "injected failure"),
+        Fault::Slow(d) => {
+            bump(&mut lock().stats, "slow");
+            tokio::time::sleep(d).await;
+        }
+        Fault::Drop | Fault::None => {}
+    }
+
+    let cfg = lock().cfg.clone();
+    let auth = headers
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok());
+    if auth != Some(&format!("Bearer {}", cfg.api_key)) {
+        bump(&mut lock().stats, "401");
+        return detail(
+            StatusCode::UNAUTHORIZED,
+            "Provided API key is invalid. Please check your key.",
+        );
+    }
+    let req: serde_json::Value = match serde_json::from_slice(&body) {
+        Ok(v) => v,
+        Err(e) => {
+            bump(&mut lock().stats, "400");
+            return detail(StatusCode::BAD_REQUEST, format!("invalid JSON body: {e}"));
+        }
+    };
+    let bad = |msg: String| {
+        bump(&mut lock().stats, "400");
+        detail(StatusCode::BAD_REQUEST, msg)
+    };
+    let inputs: Vec<String> = match &req["input"] {
+        serde_json::Value::String(s) => vec![s.clone()],
+        serde_json::Value::Array(a) => {
+            let Some(v) = a
+                .iter()
+                .map(|x| x.as_str().map(str::to_owned))
+                .collect::<Option<Vec<_>>>()
+            else {
+                return bad("input must be a string or a list of strings".into());
+            };
+            v
+        }
+        _ => return bad("input must be a string or a list of strings".into()),
+    };
+    if req["model"] != "voyage-code-3" {
+        return bad(format!("Model {} is not supported.", req["model"]));
+    }
+    let input_type = match &req["input_type"] {
+        serde_json::Value::Null => "null".to_owned(),
+        serde_json::Value::String(s) if s == "query" || s == "document" => s.clone(),
+        other => return bad(format!("input_type {other} is not supported")),
+    };
+    let dims = req["output_dimension"].as_u64().unwrap_or(1024) as u32;
+    if ![256, 512, 1024, 2048].contains(&dims) {
+        return bad(format!("output_dimension {dims} is not supported"));
+    }
+    let dtype = match req["output_dtype"].as_str().unwrap_or("float") {
+        "float" => Dtype::Float,
+        "int8" => Dtype::Int8,
+        "uint8" => Dtype::Uint8,
+        "binary" => Dtype::Binary,
+        "ubinary" => Dtype::Ubinary,
+        other => return bad(format!("output_dtype {other} is not supported")),
+    };
+    if inputs.is_empty() {
+        return bad("input must not be empty".into());
+    }
+    if inputs.len() > cfg.max_inputs {
+        return bad(format!(
+            "The batch size limit is {}. Your batch size is {}.",
+            cfg.max_inputs,
+            inputs.len()
+        ));
+    }
+    let truncation = req["truncation"].as_bool().unwrap_or(true);
+    let mut total = 0;
+    for (i, t) in inputs.iter().enumerate() {
+        let n = fake_tokens(t);
+        if n > cfg.context_tokens && !truncation {
+            return bad(format!(
+                "Input {i} has {n} tokens, over the context length {}.",
+                cfg.context_tokens
+            ));
+        }
+        total += n.min(cfg.context_tokens);
+        if let Some(p) = &cfg.poison
+            && t.contains(p.as_str())
+        {
+            return bad(format!("Input {i} contains invalid content."));
+        }
+    }
+    if total > cfg.max_request_tokens {
+        return bad(format!(
+            "Request to model 'voyage-code-3' failed. The max allowed tokens per submitted \
+             batch is {}. Your batch has {total} tokens after truncation.",
+            cfg.max_request_tokens
+        ));
+    }
+
+    // The rate window: accept only if both budgets hold over the last 60 seconds.
+    {
+        let mut g = lock();
+        let now = Instant::now();
+        let minute = cfg.window;
+        while g
+            .window
+            .front()
+            .is_some_and(|(t, _)| now.duration_since(*t) >= minute)
+        {
+            g.window.pop_front();
+        }
+        let used: u64 = g.window.iter().map(|(_, n)| n).sum();
+        let count = g.window.len() as u64;
+        if used + total > cfg.tpm || count + 1 > cfg.rpm {
+            // Wait until enough of the window has expired.
+            let mut free = cfg.tpm.saturating_sub(used);
+            let mut wait = Duration::ZERO;
+            for (i, (t, n)) in g.window.iter().enumerate() {
+                free += n;
+                wait = minute.saturating_sub(now.duration_since(*t));
+                if free >= total && count - (i as u64 + 1) < cfg.rpm {
+                    break;
+                }
+            }
+            bump(&mut g.stats, "429-budget");
+            let mut resp = detail(
+                StatusCode::TOO_MANY_REQUESTS,
+                "You have exceeded your rate limit.",
+            );
+            let secs = wait.as_secs_f64().ceil().max(1.0) as u64;
+            resp.headers_mut().insert(
+                header::RETRY_AFTER,
+                secs.to_string().parse().expect("digits"),
+            );
+            return resp;
+        }
+        g.window.push_back((now, total));
+        let in_window: u64 = g.window.iter().map(|(_, n)| n).sum();
+        let reqs = g.window.len() as u64;
+        let s = &mut g.stats;
+        s.peak_window_tokens = s.peak_window_tokens.max(in_window);
+        s.peak_window_requests = s.peak_window_requests.max(reqs);
+        s.accepted += 1;
+        s.accepted_tokens += total;
+        s.first_accept.get_or_insert(now);
+        s.last_accept = Some(now);
+        *s.input_types.entry(input_type).or_default() += 1;
+        for t in &inputs {
+            *s.embedded.entry(t.clone()).or_default() += 1;
+        }
+    }
+
+    let data: Vec<serde_json::Value> = inputs
+        .iter()
+        .enumerate()
+        .map(|(i, t)| {
+            let embedding = match fake_vector(t, dims, dtype) {
+                Vector::Float(f) => serde_json::json!(f),
+                Vector::Bytes(b) => match dtype {
+                    Dtype::Int8 | Dtype::Binary => {
+                        serde_json::json!(b.iter().map(|x| *x as i8).collect::<Vec<_>>())
+                    }
+                    _ => serde_json::json!(b),
+                },
+            };
+            serde_json::json!({"object": "embedding", "embedding": embedding, "index": i})
+        })
+        .rev() // match by index, not by position
+        .collect();
+    let json = serde_json::to_vec(&serde_json::json!({
+        "object": "list",
+        "data": data,
+        "model": "voyage-code-3",
+        "usage": {"total_tokens": total},
+    }))
+    .expect("serialisable");
+
+    if matches!(fault, Fault::Drop) {
+        bump(&mut lock().stats, "dropped");
+        // Headers and half the body, then the connection breaks.
+        let half = bytes::Bytes::from(json[..json.len() / 2].to_vec());
+        let stream = futures::stream::iter(vec![
+            Ok::<_, std::io::Error>(half),
+            Err(std::io::Error::other("connection dropped")),
+        ]);
+        return Response::builder()
+            .status(StatusCode::OK)
+            .header(header::CONTENT_TYPE, "application/json")
+            .header(header::CONTENT_LENGTH, json.len())
+            .body(Body::from_stream(stream))
+            .expect("a valid response");
+    }
+    Response::builder()
+        .status(StatusCode::OK)
+        .header(header::CONTENT_TYPE, "application/json")
+        .body(Body::from(json))
+        .expect("a valid response")
+}

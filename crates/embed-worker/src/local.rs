@@ -1,0 +1,281 @@
+//! The local embedder: a sentence-transformers model directory (BERT family) run with candle
+//! on the CPU. all-MiniLM-L6-v2 is the embedded default (`scripts/fetch-model.sh`).
+//!
+//! - Inputs are sorted by length and cut into batches of `batch` so padding is short; each
+//!   batch is padded to its longest input, run through the encoder, mean-pooled over the
+//!   attention mask and L2-normalised, as sentence-transformers does. Vectors come back in
+//!   input order.
+//! - An input longer than the model's `max_seq_length` (`sentence_bert_config.json`, else the
+//!   position embeddings) is truncated to it — the start is kept, where the header and
+//!   signature are — and counted as `truncated`.
+//! - The model's name in the cache key is the directory's name plus a hash of its weights: a
+//!   fine-tune in a same-named directory is a different vector space.
+//! - One forward pass at a time: candle's matrix kernels already use every core.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use async_trait::async_trait;
+use candle_core::{DType, Device, Tensor};
+use candle_nn::VarBuilder;
+use candle_transformers::models::bert::{BertModel, Config as BertConfig};
+use tokenizers::{PaddingParams, PaddingStrategy, Tokenizer, TruncationParams};
+
+use crate::embedder::{
+    Counters, Dtype, EmbedError, Embedded, Embedder, InputType, Limits, Space, Vector, normalize,
+};
+
+/// The default model's directory name.
+pub const DEFAULT_MODEL: &str = "all-MiniLM-L6-v2";
+
+/// Where the default model lives when `embed.model_dir` is empty:
+/// `$XDG_CACHE_HOME/trawl/models/all-MiniLM-L6-v2`, else `~/.cache/trawl/models/…`.
+pub fn default_model_dir() -> PathBuf {
+    let cache = std::env::var_os("XDG_CACHE_HOME")
+        .map(PathBuf::from)
+        .filter(|p| p.is_absolute())
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))
+        .unwrap_or_else(|| PathBuf::from(".trawl-cache"));
+    cache.join("trawl").join("models").join(DEFAULT_MODEL)
+}
+
+struct Model {
+    bert: BertModel,
+    tokenizer: Tokenizer,
+}
+
+/// See the module documentation.
+pub struct LocalEmbedder {
+    space: Space,
+    model: Arc<Model>,
+    batch: usize,
+    max_seq: usize,
+    truncated: Arc<AtomicU64>,
+    busy: tokio::sync::Mutex<()>,
+}
+
+fn model_err(what: &str, dir: &Path, e: impl std::fmt::Display) -> EmbedError {
+    EmbedError::Model(format!("{what} in {}: {e}", dir.display()))
+}
+
+impl LocalEmbedder {
+    /// Loads `dir` (`config.json`, `tokenizer.json`, `model.safetensors`). `batch` inputs go
+    /// through the model at once.
+    pub fn load(dir: &Path, batch: usize) -> Result<Self, EmbedError> {
+        let need = ["config.json", "tokenizer.json", "model.safetensors"];
+        if let Some(missing) = need.iter().find(|f| !dir.join(f).is_file()) {
+            return Err(EmbedError::Model(format!(
+                "{} has no {missing}: run scripts/fetch-model.sh to install the default model \
+                 ({DEFAULT_MODEL}), or point embed.model_dir at a sentence-transformers \
+                 directory",
+                dir.display()
+            )));
+        }
+        let config_text = std::fs::read_to_string(dir.join("config.json"))
+            .map_err(|e| model_err("cannot read config.json", dir, e))?;
+        let config: BertConfig = serde_json::from_str(&config_text)
+            .map_err(|e| model_err("config.json is not a BERT config", dir, e))?;
+        let raw: serde_json::Value =
+            serde_json::from_str(&config_text).map_err(|e| model_err("config.json", dir, e))?;
+        let hidden = raw["hidden_size"].as_u64().unwrap_or(0) as u32;
+        let positions = raw["max_position_embeddings"].as_u64().unwrap_or(512) as usize;
+        let max_seq = std::fs::read_to_string(dir.join("sentence_bert_config.json"))
+            .ok()
+            .and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok())
+            .and_then(|v| v["max_seq_length"].as_u64())
+            .map_or(positions, |m| (m as usize).min(positions));
+
+        let weights = std::fs::read(dir.join("model.safetensors"))
+            .map_err(|e| model_err("cannot read model.safetensors", dir, e))?;
+        let fingerprint = blake3::hash(&weights).to_hex()[..8].to_owned();
+        let vb = VarBuilder::from_buffered_safetensors(weights, DType::F32, &Device::Cpu)
+            .map_err(|e| model_err("model.safetensors", dir, e))?;
+        let bert = BertModel::load(vb, &config)
+            .map_err(|e| model_err("not a BERT-family model", dir, e))?;
+
+        let mut tokenizer = Tokenizer::from_file(dir.join("tokenizer.json"))
+            .map_err(|e| model_err("tokenizer.json", dir, e))?;
+        tokenizer
+            .with_truncation(Some(TruncationParams {
+                max_length: max_seq,
+                ..TruncationParams::default()
+            }))
+            .map_err(|e| model_err("tokenizer truncation", dir, e))?;
+        tokenizer.with_padding(Some(PaddingParams {
+            strategy: PaddingStrategy::BatchLongest,
+            ..PaddingParams::default()
+        }));
+
+        let name = dir
+            .file_name()
+            .map_or_else(|| "local".into(), |n| n.to_string_lossy().into_owned());
+        Ok(Self {
+            space: Space {
+                model: format!("{name}@{fingerprint}"),
+                dims: hidden,
+                dtype: Dtype::Float,
+            },
+            model: Arc::new(Model { bert, tokenizer }),
+            batch: batch.max(1),
+            max_seq,
+            truncated: Arc::default(),
+            busy: tokio::sync::Mutex::new(()),
+        })
+    }
+
+    /// The longest input in tokens; longer ones are truncated.
+    pub fn max_seq(&self) -> usize {
+        self.max_seq
+    }
+}
+
+/// Embeds one batch; returns unit vectors and the real token count.
+fn forward(m: &Model, texts: &[&str]) -> Result<(Vec<Vec<f32>>, u64, u64), String> {
+    let enc = m
+        .tokenizer
+        .encode_batch(texts.to_vec(), true)
+        .map_err(|e| e.to_string())?;
+    let truncated = enc
+        .iter()
+        .filter(|e| !e.get_overflowing().is_empty())
+        .count() as u64;
+    let len = enc.first().map_or(0, |e| e.get_ids().len());
+    let mut ids = Vec::with_capacity(texts.len() * len);
+    let mut mask = Vec::with_capacity(texts.len() * len);
+    for e in &enc {
+        ids.extend_from_slice(e.get_ids());
+        mask.extend_from_slice(e.get_attention_mask());
+    }
+    let tokens = mask.iter().map(|&m| u64::from(m)).sum();
+    let run = || -> candle_core::Result<Vec<Vec<f32>>> {
+        let dev = &m.bert.device;
+        let shape = (texts.len(), len);
+        let ids = Tensor::from_vec(ids, shape, dev)?;
+        let types = ids.zeros_like()?;
+        let mask = Tensor::from_vec(mask, shape, dev)?;
+        let out = m.bert.forward(&ids, &types, Some(&mask))?;
+        let maskf = mask.to_dtype(DType::F32)?.unsqueeze(2)?;
+        let summed = out.broadcast_mul(&maskf)?.sum(1)?;
+        let counts = maskf.sum(1)?.clamp(1e-9, f64::MAX)?;
+        summed.broadcast_div(&counts)?.to_vec2::<f32>()
+    };
+    let mut vectors = run().map_err(|e| e.to_string())?;
+    for v in &mut vectors {
+        normalize(v);
+    }
+    Ok((vectors, tokens, truncated))
+}
+
+#[async_trait]
+impl Embedder for LocalEmbedder {
+    fn space(&self) -> &Space {
+        &self.space
+    }
+
+    fn limits(&self) -> Limits {
+        Limits {
+            max_inputs: self.batch * 8,
+            max_tokens: u64::MAX / 4,
+            // The model truncates on its own (counted); this only bounds memory.
+            max_input_tokens: 1_000_000,
+        }
+    }
+
+    fn counters(&self) -> Counters {
+        Counters {
+            truncated: self.truncated.load(Ordering::Relaxed),
+            ..Counters::default()
+        }
+    }
+
+    async fn embed(&self, inputs: &[String], _kind: InputType) -> Result<Embedded, EmbedError> {
+        if inputs.is_empty() {
+            return Ok(Embedded {
+                vectors: Vec::new(),
+                tokens: 0,
+            });
+        }
+        let _one_at_a_time = self.busy.lock().await;
+        let model = self.model.clone();
+        let truncated = self.truncated.clone();
+        let batch = self.batch;
+        let inputs = inputs.to_vec();
+        tokio::task::spawn_blocking(move || {
+            // Longest first, so each batch pads to inputs of about its own length.
+            let mut order: Vec<usize> = (0..inputs.len()).collect();
+            order.sort_by_key(|&i| std::cmp::Reverse(inputs[i].len()));
+            let mut out: Vec<Option<Vec<f32>>> = vec![None; inputs.len()];
+            let mut tokens = 0;
+            for group in order.chunks(batch) {
+                let texts: Vec<&str> = group.iter().map(|&i| inputs[i].as_str()).collect();
+                let (vectors, t, cut) = forward(&model, &texts).map_err(EmbedError::Model)?;
+                tokens += t;
+                truncated.fetch_add(cut, Ordering::Relaxed);
+                for (&i, v) in group.iter().zip(vectors) {
+                    out[i] = Some(v);
+                }
+            }
+            Ok(Embedded {
+                vectors: out
+                    .into_iter()
+                    .map(|v| Vector::Float(v.expect("every input embedded")))
+                    .collect(),
+                tokens,
+            })
+        })
+        .await
+        .map_err(|e| EmbedError::Model(format!("inference task failed: {e}")))?
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The default model, which `scripts/fetch-model.sh` installs (the test script runs it).
+    pub(crate) fn model() -> LocalEmbedder {
+        let dir =
+            std::env::var_os("TRAWL_EMBED_MODEL_DIR").map_or_else(default_model_dir, PathBuf::from);
+        LocalEmbedder::load(&dir, 8).unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    #[tokio::test]
+    async fn passes_the_embedder_suite() {
+        crate::embedder::suite::run(&model()).await;
+    }
+
+    #[tokio::test]
+    async fn long_inputs_are_truncated_and_counted() {
+        let m = model();
+        assert_eq!(m.space().dims, 384);
+        assert!(m.space().model.starts_with("all-MiniLM-L6-v2@"));
+        let long = "def f(x):\n    return x + 1\n".repeat(200);
+        let out = m
+            .embed(&[long.clone(), "short".into()], InputType::Document)
+            .await
+            .unwrap();
+        assert_eq!(m.counters().truncated, 1);
+        assert!(out.tokens <= m.max_seq() as u64 + 8);
+        // The same text alone gives the same vector: padding does not leak into the mean.
+        let alone = m
+            .embed(&["short".into()], InputType::Document)
+            .await
+            .unwrap();
+        let (Vector::Float(a), Vector::Float(b)) = (&alone.vectors[0], &out.vectors[1]) else {
+            panic!()
+        };
+        let cos: f32 = a.iter().zip(b).map(|(x, y)| x * y).sum();
+        assert!(cos > 0.9999, "{cos}");
+    }
+
+    #[test]
+    fn a_missing_model_says_how_to_get_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let err = LocalEmbedder::load(dir.path(), 8)
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(err.contains("scripts/fetch-model.sh"), "{err}");
+    }
+}

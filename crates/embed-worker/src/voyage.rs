@@ -1,0 +1,587 @@
+//! The Voyage embeddings client: reqwest, two governor limiters (requests and tokens per
+//! minute), bounded concurrency, retries with exponential backoff and jitter.
+//!
+//! Pacing. Voyage states its limits per minute. Each limiter is a GCRA bucket whose burst is
+//! one second's worth (at least one request, at least the largest input) and whose rate is the
+//! limit minus that burst, so no 60-second window ever holds more than the limit — the client
+//! waits instead of tripping 429s. A request's token cap is the smaller of the provider's
+//! per-request cap and that burst, so requests stay small enough to pace smoothly.
+//!
+//! Counting. Batches are cut with the estimate ([`estimate_tokens`]), which overcounts, so a
+//! request never exceeds the per-request cap. The token limiter is charged with the estimate
+//! scaled by the ratio the provider has actually billed so far (`usage.total_tokens` over the
+//! estimate, clamped to [0.25, 1]), so an overcounting estimate does not leave the budget idle.
+//!
+//! Retries. 429, 5xx, timeouts and dropped connections are retried up to `max_retries` times
+//! with full-jitter exponential backoff (0.5 s doubling, capped at 30 s), or after
+//! `Retry-After` when the response carries one. A retried request is not charged to the
+//! token limiter again (the provider did not count the rejected one). A 400 is returned as
+//! [`EmbedError::BadRequest`] for [`crate::embedder::embed_isolating`] to split; 401/403 stop
+//! everything with a message that says what to fix. The key is never logged.
+
+use std::collections::BTreeMap;
+use std::num::NonZeroU32;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use governor::{DefaultDirectRateLimiter, Quota, RateLimiter};
+use serde::Deserialize;
+
+use crate::embedder::{
+    Counters, Dtype, EmbedError, Embedded, Embedder, InputType, Limits, Space, Vector,
+    estimate_tokens,
+};
+
+/// Everything the client needs; built from `[embed]` in the configuration.
+#[derive(Clone, Debug)]
+pub struct VoyageConfig {
+    /// API root, e.g. `https://api.voyageai.com/v1`.
+    pub base_url: String,
+    pub api_key: String,
+    pub model: String,
+    pub dims: u32,
+    pub dtype: Dtype,
+    pub rpm: u32,
+    pub tpm: u64,
+    pub max_batch_inputs: usize,
+    pub max_batch_tokens: u64,
+    pub max_input_tokens: u64,
+    pub concurrency: usize,
+    pub max_retries: u32,
+    pub timeout: Duration,
+}
+
+impl VoyageConfig {
+    /// Voyage's defaults for voyage-code-3 on the basic tier, against `base_url`.
+    pub fn new(base_url: &str, api_key: &str) -> Self {
+        Self {
+            base_url: base_url.to_owned(),
+            api_key: api_key.to_owned(),
+            model: "voyage-code-3".into(),
+            dims: 1024,
+            dtype: Dtype::Float,
+            rpm: 2000,
+            tpm: 3_000_000,
+            max_batch_inputs: 1000,
+            max_batch_tokens: 120_000,
+            max_input_tokens: 32_000,
+            concurrency: 4,
+            max_retries: 8,
+            timeout: Duration::from_secs(60),
+        }
+    }
+}
+
+/// See the module documentation.
+pub struct VoyageEmbedder {
+    cfg: VoyageConfig,
+    space: Space,
+    limits: Limits,
+    http: reqwest::Client,
+    url: String,
+    requests: DefaultDirectRateLimiter,
+    tokens: DefaultDirectRateLimiter,
+    in_flight: tokio::sync::Semaphore,
+    estimated: AtomicU64,
+    billed: AtomicU64,
+    http_requests: AtomicU64,
+    retries: Mutex<BTreeMap<&'static str, u64>>,
+}
+
+/// A GCRA quota for `per_minute`, with a burst of `burst` and the rest as the steady rate, so
+/// that any 60-second window holds at most `per_minute`.
+fn quota(per_minute: u64, burst: u64) -> Quota {
+    let burst = burst.clamp(1, per_minute.max(1));
+    let rate = per_minute.saturating_sub(burst).max(1);
+    let period = Duration::from_secs_f64(60.0 / rate as f64);
+    Quota::with_period(period)
+        .expect("a positive period")
+        .allow_burst(NonZeroU32::new(burst.min(u64::from(u32::MAX)) as u32).expect("burst ≥ 1"))
+}
+
+impl VoyageEmbedder {
+    pub fn new(cfg: VoyageConfig) -> Result<Self, EmbedError> {
+        if cfg.api_key.trim().is_empty() {
+            return Err(EmbedError::Auth(
+                "no Voyage API key: set VOYAGE_API_KEY, or use --embedder local".into(),
+            ));
+        }
+        if !matches!(cfg.dims, 256 | 512 | 1024 | 2048) && cfg.model == "voyage-code-3" {
+            return Err(EmbedError::Config(format!(
+                "voyage-code-3 offers 256, 512, 1024 or 2048 dimensions, not {}",
+                cfg.dims
+            )));
+        }
+        if cfg.rpm == 0 || cfg.tpm == 0 || cfg.max_batch_inputs == 0 || cfg.max_batch_tokens == 0 {
+            return Err(EmbedError::Config(
+                "rpm, tpm, max_batch_inputs and max_batch_tokens must be positive".into(),
+            ));
+        }
+        let max_input = cfg
+            .max_input_tokens
+            .min(cfg.max_batch_tokens)
+            .min(cfg.tpm)
+            .max(16);
+        let token_burst = (cfg.tpm / 60).max(max_input).min(cfg.tpm);
+        let request_burst = u64::from(cfg.rpm / 60).max(1);
+        let limits = Limits {
+            max_inputs: cfg.max_batch_inputs,
+            max_tokens: cfg.max_batch_tokens.min(token_burst),
+            max_input_tokens: max_input,
+        };
+        let http = reqwest::Client::builder()
+            .timeout(cfg.timeout)
+            .connect_timeout(Duration::from_secs(10))
+            .user_agent(concat!("trawl/", env!("CARGO_PKG_VERSION")))
+            .build()
+            .map_err(|e| EmbedError::Config(format!("HTTP client: {e}")))?;
+        Ok(Self {
+            space: Space {
+                model: cfg.model.clone(),
+                dims: cfg.dims,
+                dtype: cfg.dtype,
+            },
+            limits,
+            http,
+            url: format!("{}/embeddings", cfg.base_url.trim_end_matches('/')),
+            requests: RateLimiter::direct(quota(u64::from(cfg.rpm), request_burst)),
+            tokens: RateLimiter::direct(quota(cfg.tpm, token_burst)),
+            in_flight: tokio::sync::Semaphore::new(cfg.concurrency.max(1)),
+            estimated: AtomicU64::new(0),
+            billed: AtomicU64::new(0),
+            http_requests: AtomicU64::new(0),
+            retries: Mutex::default(),
+            cfg,
+        })
+    }
+
+    /// What the limiter is charged for `estimate` tokens: the estimate scaled by what the
+    /// provider has billed per estimated token so far.
+    fn charge(&self, estimate: u64) -> u64 {
+        let est = self.estimated.load(Ordering::Relaxed);
+        let billed = self.billed.load(Ordering::Relaxed);
+        if est < 10_000 {
+            return estimate;
+        }
+        let ratio = (billed as f64 / est as f64).clamp(0.25, 1.0);
+        ((estimate as f64 * ratio).ceil() as u64).max(1)
+    }
+
+    fn retry(&self, cause: &'static str) {
+        *self
+            .retries
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .entry(cause)
+            .or_default() += 1;
+    }
+
+    fn decode(&self, body: &[u8], n: usize) -> Result<(Vec<Vector>, u64), EmbedError> {
+        #[derive(Deserialize)]
+        struct Item {
+            embedding: Vec<f64>,
+            index: usize,
+        }
+        #[derive(Deserialize)]
+        struct Usage {
+            total_tokens: u64,
+        }
+        #[derive(Deserialize)]
+        struct Response {
+            data: Vec<Item>,
+            usage: Usage,
+        }
+        let bad = |why: String| EmbedError::Exhausted {
+            attempts: 1,
+            last: format!("malformed response from the provider: {why}"),
+        };
+        let r: Response = serde_json::from_slice(body).map_err(|e| bad(e.to_string()))?;
+        let want = match self.space.dtype {
+            Dtype::Binary | Dtype::Ubinary => self.space.dims.div_ceil(8) as usize,
+            _ => self.space.dims as usize,
+        };
+        let mut out: Vec<Option<Vector>> = vec![None; n];
+        for item in r.data {
+            if item.embedding.len() != want {
+                return Err(bad(format!(
+                    "a vector of {} values where {want} were asked for",
+                    item.embedding.len()
+                )));
+            }
+            let v = match self.space.dtype {
+                Dtype::Float => Vector::Float(item.embedding.iter().map(|x| *x as f32).collect()),
+                Dtype::Int8 | Dtype::Binary => {
+                    Vector::Bytes(item.embedding.iter().map(|x| (*x as i8) as u8).collect())
+                }
+                Dtype::Uint8 | Dtype::Ubinary => {
+                    Vector::Bytes(item.embedding.iter().map(|x| *x as u8).collect())
+                }
+            };
+            match out.get_mut(item.index) {
+                Some(slot @ None) => *slot = Some(v),
+                _ => {
+                    return Err(bad(format!(
+                        "index {} out of range or repeated",
+                        item.index
+                    )));
+                }
+            }
+        }
+        let vectors = out
+            .into_iter()
+            .collect::<Option<Vec<_>>>()
+            .ok_or_else(|| bad("some inputs have no vector".into()))?;
+        Ok((vectors, r.usage.total_tokens))
+    }
+}
+
+/// The delay before attempt `attempt + 1`: `Retry-After` when given, else full-jitter
+/// exponential backoff from 0.5 s, capped at 30 s.
+pub fn backoff(attempt: u32, retry_after: Option<Duration>) -> Duration {
+    use rand::Rng;
+    let jitter = rand::rng().random_range(0.5..=1.0);
+    if let Some(after) = retry_after {
+        return after + Duration::from_millis(rand::rng().random_range(0..100));
+    }
+    let base = 0.5 * 2f64.powi(attempt.saturating_sub(1).min(10) as i32);
+    Duration::from_secs_f64(base.min(30.0) * jitter)
+}
+
+fn retry_after(headers: &reqwest::header::HeaderMap) -> Option<Duration> {
+    let v = headers.get(reqwest::header::RETRY_AFTER)?.to_str().ok()?;
+    let secs: f64 = v.trim().parse().ok()?;
+    (secs.is_finite() && secs >= 0.0).then(|| Duration::from_secs_f64(secs.min(300.0)))
+}
+
+fn message(body: &[u8]) -> String {
+    #[derive(Deserialize)]
+    struct Detail {
+        detail: String,
+    }
+    serde_json::from_slice::<Detail>(body).map_or_else(
+        |_| String::from_utf8_lossy(&body[..body.len().min(500)]).into_owned(),
+        |d| d.detail,
+    )
+}
+
+#[async_trait]
+impl Embedder for VoyageEmbedder {
+    fn space(&self) -> &Space {
+        &self.space
+    }
+
+    fn limits(&self) -> Limits {
+        self.limits
+    }
+
+    fn counters(&self) -> Counters {
+        Counters {
+            http_requests: self.http_requests.load(Ordering::Relaxed),
+            retries: self
+                .retries
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .clone(),
+            truncated: 0,
+        }
+    }
+
+    async fn embed(&self, inputs: &[String], kind: InputType) -> Result<Embedded, EmbedError> {
+        if inputs.is_empty() {
+            return Ok(Embedded {
+                vectors: Vec::new(),
+                tokens: 0,
+            });
+        }
+        let estimate: u64 = inputs.iter().map(|t| estimate_tokens(t)).sum();
+        let body = serde_json::json!({
+            "input": inputs,
+            "model": self.cfg.model,
+            "input_type": kind.as_str(),
+            "truncation": true,
+            "output_dimension": self.cfg.dims,
+            "output_dtype": self.cfg.dtype.as_str(),
+        });
+        let _permit = self.in_flight.acquire().await.expect("never closed");
+        let charge = self.charge(estimate);
+        if let Ok(n) = NonZeroU32::try_from(charge.min(u64::from(u32::MAX)) as u32)
+            && self.tokens.until_n_ready(n).await.is_err()
+        {
+            // Larger than the burst: only possible for a caller that ignored `limits()`.
+            return Err(EmbedError::BadRequest(format!(
+                "a request of ~{estimate} tokens exceeds the per-request limit of {}",
+                self.limits.max_tokens
+            )));
+        }
+        let mut attempt = 0;
+        loop {
+            attempt += 1;
+            self.requests.until_ready().await;
+            self.http_requests.fetch_add(1, Ordering::Relaxed);
+            let sent = self
+                .http
+                .post(&self.url)
+                .bearer_auth(&self.cfg.api_key)
+                .json(&body)
+                .send()
+                .await;
+            let (cause, wait, last) = match sent {
+                Ok(resp) => {
+                    let status = resp.status();
+                    let after = retry_after(resp.headers());
+                    let bytes = match resp.bytes().await {
+                        Ok(b) => b,
+                        Err(e) => {
+                            let cause = if e.is_timeout() {
+                                "timeout"
+                            } else {
+                                "connection"
+                            };
+                            self.retry(cause);
+                            if attempt > self.cfg.max_retries {
+                                return Err(EmbedError::Exhausted {
+                                    attempts: attempt,
+                                    last: e.to_string(),
+                                });
+                            }
+                            tokio::time::sleep(backoff(attempt, None)).await;
+                            continue;
+                        }
+                    };
+                    match status.as_u16() {
+                        200..=299 => {
+                            let (vectors, billed) = self.decode(&bytes, inputs.len())?;
+                            self.estimated.fetch_add(estimate, Ordering::Relaxed);
+                            self.billed.fetch_add(billed, Ordering::Relaxed);
+                            return Ok(Embedded {
+                                vectors,
+                                tokens: billed,
+                            });
+                        }
+                        400 | 413 | 422 => {
+                            return Err(EmbedError::BadRequest(message(&bytes)));
+                        }
+                        401 => {
+                            return Err(EmbedError::Auth(format!(
+                                "Voyage rejected the API key (401: {}): check VOYAGE_API_KEY",
+                                message(&bytes)
+                            )));
+                        }
+                        403 => {
+                            return Err(EmbedError::Auth(format!(
+                                "Voyage refused access (403: {}): the key's account or this \
+                                 machine's IP address is not allowed",
+                                message(&bytes)
+                            )));
+                        }
+                        429 => ("429", after, format!("429 {}", message(&bytes))),
+                        s if s >= 500 => ("5xx", after, format!("{s} {}", message(&bytes))),
+                        s => {
+                            return Err(EmbedError::BadRequest(format!(
+                                "unexpected HTTP {s}: {}",
+                                message(&bytes)
+                            )));
+                        }
+                    }
+                }
+                Err(e) if e.is_timeout() => ("timeout", None, e.to_string()),
+                Err(e) => ("connection", None, e.to_string()),
+            };
+            self.retry(cause);
+            if attempt > self.cfg.max_retries {
+                return Err(EmbedError::Exhausted {
+                    attempts: attempt,
+                    last,
+                });
+            }
+            let delay = backoff(attempt, wait);
+            tracing::debug!(cause, attempt, ?delay, "retrying a Voyage request");
+            tokio::time::sleep(delay).await;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::embedder::{embed_isolating, suite};
+    use crate::fake::{FakeConfig, FakeVoyage, fake_vector};
+
+    fn client(fake: &FakeVoyage, f: impl FnOnce(&mut VoyageConfig)) -> VoyageEmbedder {
+        let mut cfg = VoyageConfig::new(&fake.base_url(), "test-key");
+        cfg.dims = 256;
+        cfg.timeout = Duration::from_secs(2);
+        f(&mut cfg);
+        VoyageEmbedder::new(cfg).unwrap()
+    }
+
+    fn texts(n: usize) -> Vec<String> {
+        (0..n)
+            .map(|i| format!("def handler_{i}(request):\n    return respond({i})\n"))
+            .collect()
+    }
+
+    #[tokio::test]
+    async fn passes_the_embedder_suite_and_sends_the_documented_request() {
+        let fake = FakeVoyage::start(FakeConfig::default()).await.unwrap();
+        let c = client(&fake, |_| {});
+        suite::run(&c).await;
+        let s = fake.stats();
+        assert!(s.input_types["document"] > 0 && s.input_types["query"] == 1);
+        assert_eq!(s.outcomes.get("400"), None, "{:?}", s.outcomes);
+        assert_eq!(c.space().key(), "voyage-code-3.256.float");
+    }
+
+    #[tokio::test]
+    async fn every_vector_belongs_to_its_text_through_429s_5xx_timeouts_and_drops() {
+        let fake = FakeVoyage::start(FakeConfig {
+            p429: 0.15,
+            p5xx: 0.1,
+            p_slow: 0.05,
+            slow: Duration::from_millis(1500),
+            p_drop: 0.05,
+            ..FakeConfig::default()
+        })
+        .await
+        .unwrap();
+        let c = client(&fake, |c| {
+            c.timeout = Duration::from_millis(700);
+            c.max_retries = 30;
+        });
+        let inputs = texts(120);
+        for batch in inputs.chunks(4) {
+            let out = c.embed(batch, InputType::Document).await.unwrap();
+            for (t, v) in batch.iter().zip(&out.vectors) {
+                assert_eq!(*v, fake_vector(t, 256, Dtype::Float), "the vector of {t:?}");
+            }
+        }
+        let retries = c.counters().retries;
+        for cause in ["429", "5xx", "timeout", "connection"] {
+            assert!(
+                retries.get(cause).copied().unwrap_or(0) > 0,
+                "{cause}: {retries:?}"
+            );
+        }
+        let s = fake.stats();
+        assert_eq!(s.embedded.len(), inputs.len());
+    }
+
+    #[tokio::test]
+    async fn quantised_dtypes_decode_to_the_providers_bytes() {
+        let fake = FakeVoyage::start(FakeConfig::default()).await.unwrap();
+        for dtype in [Dtype::Int8, Dtype::Uint8, Dtype::Binary, Dtype::Ubinary] {
+            let c = client(&fake, |c| c.dtype = dtype);
+            let inputs = texts(3);
+            let out = c.embed(&inputs, InputType::Document).await.unwrap();
+            for (t, v) in inputs.iter().zip(&out.vectors) {
+                assert_eq!(*v, fake_vector(t, 256, dtype), "{dtype}");
+                let Vector::Bytes(b) = v else { panic!() };
+                assert_eq!(b.len(), dtype.bytes(256));
+            }
+        }
+    }
+
+    #[tokio::test]
+    async fn a_bad_key_stops_with_a_message_that_names_the_fix() {
+        let fake = FakeVoyage::start(FakeConfig::default()).await.unwrap();
+        let mut cfg = VoyageConfig::new(&fake.base_url(), "wrong");
+        cfg.dims = 256;
+        let c = VoyageEmbedder::new(cfg).unwrap();
+        let err = c.embed(&texts(1), InputType::Document).await.unwrap_err();
+        assert!(matches!(err, EmbedError::Auth(_)), "{err}");
+        assert!(err.to_string().contains("VOYAGE_API_KEY"), "{err}");
+        assert_eq!(fake.stats().requests, 1, "no retries on 401");
+        let err = VoyageEmbedder::new(VoyageConfig::new(&fake.base_url(), ""))
+            .err()
+            .unwrap();
+        assert!(err.to_string().contains("VOYAGE_API_KEY"), "{err}");
+        let mut cfg = VoyageConfig::new(&fake.base_url(), "k");
+        cfg.dims = 300;
+        assert!(VoyageEmbedder::new(cfg).is_err());
+    }
+
+    #[tokio::test]
+    async fn over_limit_requests_are_refused_and_a_bad_input_is_isolated() {
+        let fake = FakeVoyage::start(FakeConfig {
+            poison: Some("POISON".into()),
+            ..FakeConfig::default()
+        })
+        .await
+        .unwrap();
+        // A client configured past the provider's limits gets the provider's 400s.
+        let c = client(&fake, |c| {
+            c.max_batch_inputs = 5000;
+            c.max_batch_tokens = 1_000_000;
+            c.tpm = 100_000_000;
+        });
+        let err = c
+            .embed(&texts(1001), InputType::Document)
+            .await
+            .unwrap_err();
+        assert!(
+            err.to_string().contains("batch size limit is 1000"),
+            "{err}"
+        );
+        let huge = vec!["x".repeat(100_000); 6];
+        let err = c.embed(&huge, InputType::Document).await.unwrap_err();
+        assert!(err.to_string().contains("max allowed tokens"), "{err}");
+
+        // One poisoned input among 37: exactly it fails, the rest are embedded.
+        let c = client(&fake, |_| {});
+        let mut inputs = texts(37);
+        inputs[23] = "POISON in here".into();
+        let (out, _) = embed_isolating(&c, &inputs, InputType::Document)
+            .await
+            .unwrap();
+        for (i, o) in out.iter().enumerate() {
+            assert_eq!(o.is_err(), i == 23, "input {i}: {o:?}");
+        }
+        assert!(out[23].as_ref().unwrap_err().contains("invalid content"));
+    }
+
+    #[tokio::test]
+    async fn the_client_paces_itself_inside_the_window_and_honours_retry_after() {
+        // A 2-second window standing in for Voyage's minute: 4,000 tokens and 20 requests.
+        let fake = FakeVoyage::start(FakeConfig {
+            tpm: 4000,
+            rpm: 20,
+            window: Duration::from_secs(2),
+            ..FakeConfig::default()
+        })
+        .await
+        .unwrap();
+        // The client believes in a 30× larger budget, so the fake's 429s (with Retry-After)
+        // are what keep it inside: every request still succeeds.
+        let c = client(&fake, |c| {
+            c.tpm = 120_000 * 30;
+            c.rpm = 600 * 30;
+        });
+        // 40 inputs of ~200 tokens: twice the window's budget.
+        let inputs: Vec<String> = texts(40)
+            .into_iter()
+            .map(|t| t + &"# padding\n".repeat(80))
+            .collect();
+        for batch in inputs.chunks(4) {
+            c.embed(batch, InputType::Document).await.unwrap();
+        }
+        let s = fake.stats();
+        assert!(s.outcomes.get("429-budget").copied().unwrap_or(0) > 0);
+        assert!(c.counters().retries["429"] > 0);
+        assert_eq!(s.embedded.len(), 40);
+        assert!(s.peak_window_tokens <= 4000 && s.peak_window_requests <= 20);
+    }
+
+    #[test]
+    fn quotas_keep_every_window_inside_the_limit() {
+        // burst + rate × 60 s never exceeds the per-minute limit.
+        let q = quota(1_000_000, 16_666);
+        let per_minute = 60.0 / q.replenish_interval().as_secs_f64();
+        assert!(f64::from(q.burst_size().get()) + per_minute <= 1_000_000.5);
+        assert!(per_minute > 980_000.0);
+        let b = backoff(3, None);
+        assert!(b >= Duration::from_secs(1) && b <= Duration::from_secs(2));
+        assert!(backoff(1, Some(Duration::from_secs(3))) >= Duration::from_secs(3));
+    }
+}

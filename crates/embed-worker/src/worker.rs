@@ -1,0 +1,847 @@
+//! The embed stage: chunk-part events in, embedding parts and embedded events out.
+//!
+//! - Each event's part is read from the store; every chunk whose content hash already has a
+//!   vector in this space (the [`Cache`]), or appears earlier in the same flush, is a hit.
+//!   Only misses are sent.
+//! - Misses from many events gather into one flush until a request is full (the embedder's
+//!   [`Limits`]) or `linger` passes; up to `concurrency` flushes run at once. A hash already
+//!   being embedded by a running flush is not sent again: the later event waits for it.
+//! - A flush writes one embedding part (`embeddings/space=<space>/<hash>.parquet`, named by its
+//!   content hashes, so a replay rewrites the same object), records the hashes in the cache,
+//!   dead-letters inputs the provider refused one by one, publishes one [`EmbeddedEvent`] per
+//!   chunk part, and only then acknowledges the events.
+//! - Exhausted retries give the events back (redelivered later); a rejected key stops the
+//!   worker with the provider's message.
+//! - [`EmbedWorker::backfill`] runs the same machinery over every chunk part in the store,
+//!   without the bus: the way to fill a new vector space after a model change (the old space
+//!   keeps serving until the compactor builds from the new one). With `dry_run` it sends
+//!   nothing and reports the tokens and cost it would take.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use futures::future::{BoxFuture, FutureExt, Shared};
+use futures::stream::{FuturesUnordered, StreamExt};
+use serde::Serialize;
+use trawl_core::bus::{Bus, Delivery};
+use trawl_core::ids::{ContentHash, RunId};
+use trawl_core::records::{
+    self, ChunkPartEvent, ChunkRecord, DEAD_LETTER_VERSION, DeadLetter, EMBEDDED_VERSION,
+    EMBEDDING_VERSION, EmbeddedEvent, EmbeddingRecord,
+};
+use trawl_core::store::{Store, keys};
+
+use crate::embedder::{
+    EmbedError, Embedder, InputType, Outcome, Vector, batches, embed_isolating, fit,
+};
+
+/// The topic chunk-part events arrive on.
+pub const CHUNKS_TOPIC: &str = "chunks";
+/// The topic embedded events leave on.
+pub const EMBEDDED_TOPIC: &str = "embedded";
+/// Where inputs the provider refused go.
+pub const DEAD_LETTERS_TOPIC: &str = "dead-letters";
+/// The consumer group of embed workers.
+pub const GROUP: &str = "embed-worker";
+/// Version of the run report.
+pub const REPORT_VERSION: u32 = 1;
+
+/// When the worker stops.
+#[derive(Clone, Copy, Debug)]
+pub enum Until {
+    /// When the topic is closed and drained (the in-process pipeline).
+    Closed,
+    /// When no message arrived for this long (`trawl embed --once`).
+    Idle(Duration),
+}
+
+/// How the worker runs.
+#[derive(Clone, Debug)]
+pub struct Options {
+    /// How long a partly filled flush waits for more chunks.
+    pub linger: Duration,
+    /// Flushes in flight.
+    pub concurrency: usize,
+    /// US dollars per million tokens, for the report.
+    pub price_per_mtok: f64,
+    /// Count, do not call (backfill only).
+    pub dry_run: bool,
+    /// The embedder's name in the report (`voyage`, `local`, `hash`).
+    pub embedder: String,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Self {
+            linger: Duration::from_millis(200),
+            concurrency: 4,
+            price_per_mtok: 0.0,
+            dry_run: false,
+            embedder: String::new(),
+        }
+    }
+}
+
+/// Why the worker stopped early.
+#[derive(Debug, thiserror::Error)]
+pub enum WorkerError {
+    /// The provider refused the key: fix it and run again.
+    #[error(transparent)]
+    Auth(EmbedError),
+    #[error(transparent)]
+    Core(#[from] trawl_core::Error),
+}
+
+/// Which content hashes already have a vector in one space. Loaded from the space's parts
+/// (their `content_hash` column only) and refreshed when new parts appear.
+pub struct Cache {
+    store: Store,
+    prefix: String,
+    known: Mutex<HashSet<ContentHash>>,
+    parts: Mutex<HashSet<String>>,
+}
+
+impl Cache {
+    pub fn new(store: Store, space_key: &str) -> Self {
+        Self {
+            store,
+            prefix: keys::embedding_space(space_key),
+            known: Mutex::default(),
+            parts: Mutex::default(),
+        }
+    }
+
+    /// Reads the parts not read yet. Returns how many hashes are known.
+    pub async fn refresh(&self) -> Result<usize, trawl_core::Error> {
+        let listed = self.store.list(&self.prefix).await?;
+        for key in listed {
+            if !key.ends_with(".parquet") || lock(&self.parts).contains(&key) {
+                continue;
+            }
+            let Some(bytes) = self.store.get(&key).await? else {
+                continue;
+            };
+            let hashes = records::read_string_column(bytes, "content_hash")?;
+            let mut known = lock(&self.known);
+            for h in hashes {
+                if let Ok(h) = ContentHash::try_from(h) {
+                    known.insert(h);
+                }
+            }
+            drop(known);
+            lock(&self.parts).insert(key);
+        }
+        Ok(lock(&self.known).len())
+    }
+
+    pub fn contains(&self, h: &ContentHash) -> bool {
+        lock(&self.known).contains(h)
+    }
+
+    fn add(&self, part: Option<&str>, hashes: impl IntoIterator<Item = ContentHash>) {
+        lock(&self.known).extend(hashes);
+        if let Some(p) = part {
+            lock(&self.parts).insert(p.to_owned());
+        }
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// Counters a worker keeps; exported as metrics and in the run report.
+#[derive(Debug, Default)]
+pub struct Metrics {
+    pub parts: AtomicU64,
+    pub chunks: AtomicU64,
+    pub cache_hits: AtomicU64,
+    pub cache_misses: AtomicU64,
+    pub tokens_sent: AtomicU64,
+    pub tokens_estimated: AtomicU64,
+    pub requests: AtomicU64,
+    pub vectors_written: AtomicU64,
+    pub parquet_bytes: AtomicU64,
+    pub dead_lettered: AtomicU64,
+    pub truncated: AtomicU64,
+    pub redelivered: AtomicU64,
+}
+
+/// The `embed` object of the run report.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct EmbedReport {
+    pub embedder: String,
+    pub model: String,
+    pub dims: u32,
+    pub dtype: String,
+    pub dry_run: bool,
+    pub parts: u64,
+    pub chunks: u64,
+    pub cache_hits: u64,
+    pub cache_misses: u64,
+    pub cache_hit_ratio: f64,
+    /// Tokens the provider billed (in a dry run: the estimate).
+    pub tokens_sent: u64,
+    /// The client-side estimate of the same inputs.
+    pub tokens_estimated: u64,
+    /// Embedding calls that succeeded or were split.
+    pub requests: u64,
+    /// HTTP requests, retries included (0 for in-process embedders).
+    pub http_requests: u64,
+    pub retries: BTreeMap<String, u64>,
+    pub vectors_written: u64,
+    pub parquet_bytes: u64,
+    pub dead_lettered: u64,
+    /// Inputs cut to fit the model's context.
+    pub truncated: u64,
+    /// Events given back after a failure, to be redelivered.
+    pub redelivered: u64,
+    pub price_per_mtok: f64,
+    pub estimated_cost_usd: f64,
+    pub seconds: f64,
+}
+
+/// `runs/<run_id>.json` of an embed run.
+#[derive(Clone, Debug, Serialize)]
+pub struct RunReport {
+    pub schema_version: u32,
+    pub run: RunId,
+    pub stage: &'static str,
+    pub embed: EmbedReport,
+}
+
+/// One chunk part waiting for its misses.
+struct Job {
+    /// In a mutex only so that a flush can be shared across threads while it awaits.
+    delivery: Mutex<Option<Delivery>>,
+    event: Option<ChunkPartEvent>,
+    chunks: u32,
+    hits: u32,
+    /// Its misses, by position in the flush's inputs.
+    own: Vec<usize>,
+    /// Running flushes it waits for.
+    deps: Vec<Flushed>,
+}
+
+/// How a flush ended, shareable with the events that wait for it.
+#[derive(Clone, Debug)]
+enum FlushFailure {
+    Auth(String),
+    Other(String),
+}
+
+type Flushed = Shared<BoxFuture<'static, Result<(), FlushFailure>>>;
+
+/// Jobs and their unique misses, gathering until a request is full.
+#[derive(Default)]
+struct Pending {
+    jobs: Vec<Job>,
+    hashes: Vec<ContentHash>,
+    texts: Vec<String>,
+    tokens: Vec<u64>,
+    index: HashMap<ContentHash, usize>,
+    since: Option<tokio::time::Instant>,
+}
+
+impl Pending {
+    fn token_sum(&self) -> u64 {
+        self.tokens.iter().sum()
+    }
+}
+
+struct Inner {
+    store: Store,
+    bus: Option<Arc<dyn Bus>>,
+    embedder: Arc<dyn Embedder>,
+    cache: Cache,
+    opts: Options,
+    metrics: Metrics,
+    run: RunId,
+}
+
+/// The embed stage.
+pub struct EmbedWorker {
+    inner: Arc<Inner>,
+}
+
+impl EmbedWorker {
+    pub fn new(
+        store: Store,
+        bus: Option<Arc<dyn Bus>>,
+        embedder: Arc<dyn Embedder>,
+        opts: Options,
+    ) -> Self {
+        let cache = Cache::new(store.clone(), &embedder.space().key());
+        Self {
+            inner: Arc::new(Inner {
+                store,
+                bus,
+                embedder,
+                cache,
+                opts,
+                metrics: Metrics::default(),
+                run: RunId::new(),
+            }),
+        }
+    }
+
+    pub fn run_id(&self) -> &RunId {
+        &self.inner.run
+    }
+
+    /// Consumes chunk-part events until `until`, then writes the run report and returns it.
+    pub async fn run(&self, until: Until) -> Result<RunReport, WorkerError> {
+        let started = Instant::now();
+        let bus = self.inner.bus.clone().ok_or_else(|| {
+            trawl_core::Error::Config("the embed worker needs a bus to consume events".into())
+        })?;
+        self.inner.cache.refresh().await?;
+        let mut sub = bus.subscribe(CHUNKS_TOPIC, GROUP).await?;
+        let idle = match until {
+            Until::Idle(d) => Some(d),
+            Until::Closed => None,
+        };
+        let far = Duration::from_secs(365 * 24 * 3600);
+        let mut deadline = tokio::time::Instant::now() + idle.unwrap_or(far);
+        let mut flows = Flows::new(self.inner.clone());
+        loop {
+            if flows.saturated() {
+                flows.next().await?;
+                continue;
+            }
+            let linger_at = flows.linger_deadline();
+            tokio::select! {
+                biased;
+                done = flows.next(), if flows.running() => done?,
+                next = sub.recv() => match next? {
+                    Some(d) => {
+                        deadline = tokio::time::Instant::now() + idle.unwrap_or(far);
+                        flows.event(d).await?;
+                    }
+                    None => break,
+                },
+                () = tokio::time::sleep_until(linger_at.unwrap_or(deadline)), if linger_at.is_some() => {
+                    flows.flush();
+                }
+                () = tokio::time::sleep_until(deadline), if idle.is_some() && flows.idle() => break,
+            }
+        }
+        flows.finish().await?;
+        self.report(started).await
+    }
+
+    /// Embeds every chunk in the store that has no vector in this space yet, without the bus
+    /// (after a model change, or to price one with `dry_run`).
+    pub async fn backfill(
+        &self,
+        progress: &(dyn Fn(u64, u64) + Sync),
+    ) -> Result<RunReport, WorkerError> {
+        let started = Instant::now();
+        self.inner.cache.refresh().await?;
+        let parts: Vec<String> = self
+            .inner
+            .store
+            .list("chunks/")
+            .await?
+            .into_iter()
+            .filter(|k| k.ends_with(".parquet"))
+            .collect();
+        let mut flows = Flows::new(self.inner.clone());
+        for (i, key) in parts.iter().enumerate() {
+            progress(i as u64, parts.len() as u64);
+            let Some(bytes) = self.inner.store.get(key).await? else {
+                continue;
+            };
+            let rows: Vec<ChunkRecord> = records::from_parquet(bytes)?;
+            if self.inner.opts.dry_run {
+                flows.count_dry(&rows);
+                continue;
+            }
+            flows.add(None, None, &rows);
+            if flows.full() {
+                while flows.saturated() {
+                    flows.next().await?;
+                }
+                flows.flush();
+            }
+        }
+        progress(parts.len() as u64, parts.len() as u64);
+        flows.finish().await?;
+        self.report(started).await
+    }
+
+    async fn report(&self, started: Instant) -> Result<RunReport, WorkerError> {
+        let i = &self.inner;
+        let m = &i.metrics;
+        let c = i.embedder.counters();
+        let get = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        let (hits, misses) = (get(&m.cache_hits), get(&m.cache_misses));
+        let tokens = get(&m.tokens_sent);
+        let space = i.embedder.space();
+        let report = RunReport {
+            schema_version: REPORT_VERSION,
+            run: i.run.clone(),
+            stage: "embed",
+            embed: EmbedReport {
+                embedder: i.opts.embedder.clone(),
+                model: space.model.clone(),
+                dims: space.dims,
+                dtype: space.dtype.to_string(),
+                dry_run: i.opts.dry_run,
+                parts: get(&m.parts),
+                chunks: get(&m.chunks),
+                cache_hits: hits,
+                cache_misses: misses,
+                cache_hit_ratio: if hits + misses == 0 {
+                    0.0
+                } else {
+                    hits as f64 / (hits + misses) as f64
+                },
+                tokens_sent: tokens,
+                tokens_estimated: get(&m.tokens_estimated),
+                requests: get(&m.requests),
+                http_requests: c.http_requests,
+                retries: c
+                    .retries
+                    .iter()
+                    .map(|(k, v)| ((*k).to_owned(), *v))
+                    .collect(),
+                vectors_written: get(&m.vectors_written),
+                parquet_bytes: get(&m.parquet_bytes),
+                dead_lettered: get(&m.dead_lettered),
+                truncated: get(&m.truncated) + c.truncated,
+                redelivered: get(&m.redelivered),
+                price_per_mtok: i.opts.price_per_mtok,
+                estimated_cost_usd: tokens as f64 / 1e6 * i.opts.price_per_mtok,
+                seconds: started.elapsed().as_secs_f64(),
+            },
+        };
+        if !i.opts.dry_run {
+            i.store.put_json(&keys::run(&i.run), &report).await?;
+        }
+        Ok(report)
+    }
+}
+
+/// The flush machinery shared by [`EmbedWorker::run`] and [`EmbedWorker::backfill`].
+struct Flows {
+    inner: Arc<Inner>,
+    pending: Pending,
+    running: FuturesUnordered<BoxFuture<'static, (Vec<ContentHash>, Result<(), FlushFailure>)>>,
+    in_flight: HashMap<ContentHash, Flushed>,
+}
+
+impl Flows {
+    fn new(inner: Arc<Inner>) -> Self {
+        Self {
+            inner,
+            pending: Pending::default(),
+            running: FuturesUnordered::new(),
+            in_flight: HashMap::new(),
+        }
+    }
+
+    fn running(&self) -> bool {
+        !self.running.is_empty()
+    }
+
+    fn idle(&self) -> bool {
+        self.running.is_empty() && self.pending.jobs.is_empty()
+    }
+
+    fn full(&self) -> bool {
+        let l = self.inner.embedder.limits();
+        self.pending.texts.len() >= l.max_inputs || self.pending.token_sum() >= l.max_tokens
+    }
+
+    /// Full and no room to flush: wait for a running flush first.
+    fn saturated(&self) -> bool {
+        self.full() && self.running.len() >= self.inner.opts.concurrency.max(1)
+    }
+
+    fn linger_deadline(&self) -> Option<tokio::time::Instant> {
+        self.pending.since.map(|t| t + self.inner.opts.linger)
+    }
+
+    /// Waits for one running flush; a rejected key ends the run.
+    async fn next(&mut self) -> Result<(), WorkerError> {
+        let Some((hashes, result)) = self.running.next().await else {
+            return Ok(());
+        };
+        for h in hashes {
+            self.in_flight.remove(&h);
+        }
+        match result {
+            Err(FlushFailure::Auth(msg)) => Err(WorkerError::Auth(EmbedError::Auth(msg))),
+            _ => Ok(()),
+        }
+    }
+
+    async fn finish(&mut self) -> Result<(), WorkerError> {
+        self.flush();
+        let mut first = Ok(());
+        while self.running() {
+            let r = self.next().await;
+            if first.is_ok() {
+                first = r;
+            }
+        }
+        first
+    }
+
+    /// Reads one event's part and adds its chunks.
+    async fn event(&mut self, d: Delivery) -> Result<(), WorkerError> {
+        let inner = self.inner.clone();
+        let ev = match ChunkPartEvent::from_json(&d.payload) {
+            Ok(ev) => ev,
+            Err(e) => {
+                inner.dead_letter(d, e.to_string()).await;
+                return Ok(());
+            }
+        };
+        let rows: Vec<ChunkRecord> = match inner.store.get(&ev.key).await {
+            Ok(Some(bytes)) => match records::from_parquet(bytes) {
+                Ok(rows) => rows,
+                Err(e) => {
+                    inner
+                        .dead_letter(d, format!("chunk part {}: {e}", ev.key))
+                        .await;
+                    return Ok(());
+                }
+            },
+            Ok(None) => {
+                inner
+                    .dead_letter(d, format!("chunk part {} is not in the store", ev.key))
+                    .await;
+                return Ok(());
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, key = %ev.key, "reading a chunk part failed; the event goes back");
+                inner.metrics.redelivered.fetch_add(1, Ordering::Relaxed);
+                d.nack();
+                return Ok(());
+            }
+        };
+        self.add(Some(d), Some(ev), &rows);
+        if self.full() {
+            while self.saturated() {
+                self.next().await?;
+            }
+            self.flush();
+        }
+        Ok(())
+    }
+
+    fn count_dry(&mut self, rows: &[ChunkRecord]) {
+        let m = &self.inner.metrics;
+        m.parts.fetch_add(1, Ordering::Relaxed);
+        for r in rows {
+            m.chunks.fetch_add(1, Ordering::Relaxed);
+            if self.inner.cache.contains(&r.content_hash)
+                || self.pending.index.contains_key(&r.content_hash)
+            {
+                m.cache_hits.fetch_add(1, Ordering::Relaxed);
+                continue;
+            }
+            let mut text = r.indexed_text();
+            let limits = self.inner.embedder.limits();
+            if fit(&mut text, limits.max_input_tokens, |t| {
+                self.inner.embedder.count_tokens(t)
+            }) {
+                m.truncated.fetch_add(1, Ordering::Relaxed);
+            }
+            let t = self.inner.embedder.count_tokens(&text);
+            self.pending.index.insert(r.content_hash, 0);
+            m.cache_misses.fetch_add(1, Ordering::Relaxed);
+            m.tokens_estimated.fetch_add(t, Ordering::Relaxed);
+            m.tokens_sent.fetch_add(t, Ordering::Relaxed);
+        }
+    }
+
+    fn add(
+        &mut self,
+        delivery: Option<Delivery>,
+        event: Option<ChunkPartEvent>,
+        rows: &[ChunkRecord],
+    ) {
+        let inner = &self.inner;
+        let m = &inner.metrics;
+        let limits = inner.embedder.limits();
+        let mut job = Job {
+            delivery: Mutex::new(delivery),
+            event,
+            chunks: rows.len() as u32,
+            hits: 0,
+            own: Vec::new(),
+            deps: Vec::new(),
+        };
+        m.parts.fetch_add(1, Ordering::Relaxed);
+        m.chunks.fetch_add(rows.len() as u64, Ordering::Relaxed);
+        for r in rows {
+            let h = r.content_hash;
+            if inner.cache.contains(&h) || self.pending.index.contains_key(&h) {
+                job.hits += 1;
+                m.cache_hits.fetch_add(1, Ordering::Relaxed);
+                continue;
+            }
+            if let Some(f) = self.in_flight.get(&h) {
+                job.hits += 1;
+                m.cache_hits.fetch_add(1, Ordering::Relaxed);
+                job.deps.push(f.clone());
+                continue;
+            }
+            let mut text = r.indexed_text();
+            if fit(&mut text, limits.max_input_tokens, |t| {
+                inner.embedder.count_tokens(t)
+            }) {
+                m.truncated.fetch_add(1, Ordering::Relaxed);
+            }
+            let p = &mut self.pending;
+            p.index.insert(h, p.texts.len());
+            job.own.push(p.texts.len());
+            p.hashes.push(h);
+            p.tokens.push(inner.embedder.count_tokens(&text));
+            p.texts.push(text);
+            m.cache_misses.fetch_add(1, Ordering::Relaxed);
+        }
+        self.pending.jobs.push(job);
+        self.pending
+            .since
+            .get_or_insert_with(tokio::time::Instant::now);
+    }
+
+    /// Starts a flush of everything pending.
+    fn flush(&mut self) {
+        let p = std::mem::take(&mut self.pending);
+        if p.jobs.is_empty() {
+            return;
+        }
+        let hashes = p.hashes.clone();
+        let inner = self.inner.clone();
+        let task = tokio::spawn(async move { inner.flush(p).await });
+        let shared: Flushed = async move {
+            match task.await {
+                Ok(Ok(())) => Ok(()),
+                Ok(Err(e @ EmbedError::Auth(_))) => Err(FlushFailure::Auth(e.to_string())),
+                Ok(Err(e)) => Err(FlushFailure::Other(e.to_string())),
+                Err(e) => Err(FlushFailure::Other(format!("flush task: {e}"))),
+            }
+        }
+        .boxed()
+        .shared();
+        for h in &hashes {
+            self.in_flight.insert(*h, shared.clone());
+        }
+        self.running
+            .push(async move { (hashes, shared.await) }.boxed());
+    }
+}
+
+impl Inner {
+    async fn dead_letter(&self, d: Delivery, error: String) {
+        tracing::warn!(key = %d.key, %error, "dead-lettering a chunk-part event");
+        let letter = DeadLetter {
+            schema_version: DEAD_LETTER_VERSION,
+            topic: CHUNKS_TOPIC.into(),
+            key: d.key.clone(),
+            error,
+            attempts: d.attempt,
+            payload: String::from_utf8_lossy(&d.payload).into_owned(),
+        };
+        let Some(bus) = &self.bus else { return };
+        match bus
+            .publish(DEAD_LETTERS_TOPIC, &d.key, letter.to_json())
+            .await
+        {
+            Ok(()) => {
+                self.metrics.dead_lettered.fetch_add(1, Ordering::Relaxed);
+                let _ = d.ack().await;
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "dead-letter publish failed; the event goes back");
+                d.nack();
+            }
+        }
+    }
+
+    /// Embeds a flush's misses, writes them, dead-letters refused inputs, publishes and
+    /// acknowledges its events. On failure gives every event back.
+    async fn flush(self: Arc<Self>, p: Pending) -> Result<(), EmbedError> {
+        let result = self.try_flush(&p).await;
+        if result.is_ok() {
+            for job in p.jobs {
+                let delivery = job
+                    .delivery
+                    .into_inner()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner);
+                if let Some(d) = delivery
+                    && let Err(e) = d.ack().await
+                {
+                    tracing::warn!(error = %e, "acknowledgement failed; the event will be redelivered");
+                }
+            }
+            return result;
+        }
+        if let Err(e) = &result {
+            match e {
+                EmbedError::Auth(_) => tracing::error!(error = %e, "the provider refused the key"),
+                _ => {
+                    tracing::warn!(error = %e, events = p.jobs.len(), "embedding failed; the events go back")
+                }
+            }
+            for job in p.jobs {
+                let delivery = job
+                    .delivery
+                    .into_inner()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner);
+                if let Some(d) = delivery {
+                    self.metrics.redelivered.fetch_add(1, Ordering::Relaxed);
+                    d.nack();
+                }
+            }
+        }
+        result
+    }
+
+    async fn try_flush(&self, p: &Pending) -> Result<(), EmbedError> {
+        let store_err = |e: trawl_core::Error| EmbedError::Exhausted {
+            attempts: 1,
+            last: e.to_string(),
+        };
+        // Hashes another flush is embedding must be durable before these events are acked.
+        for job in &p.jobs {
+            for dep in &job.deps {
+                if let Err(FlushFailure::Auth(m) | FlushFailure::Other(m)) = dep.clone().await {
+                    return Err(EmbedError::Exhausted {
+                        attempts: 1,
+                        last: format!("a flush this one depends on failed: {m}"),
+                    });
+                }
+            }
+        }
+        let space = self.embedder.space().clone();
+        let mut outcomes: Vec<Option<Outcome>> = vec![None; p.texts.len()];
+        let limits = self.embedder.limits();
+        for range in batches(&p.tokens, limits) {
+            let (out, billed) = embed_isolating(
+                self.embedder.as_ref(),
+                &p.texts[range.clone()],
+                InputType::Document,
+            )
+            .await?;
+            self.metrics.requests.fetch_add(1, Ordering::Relaxed);
+            self.metrics
+                .tokens_sent
+                .fetch_add(billed, Ordering::Relaxed);
+            self.metrics
+                .tokens_estimated
+                .fetch_add(p.tokens[range.clone()].iter().sum(), Ordering::Relaxed);
+            for (slot, o) in outcomes[range].iter_mut().zip(out) {
+                *slot = Some(o);
+            }
+        }
+        let mut rows = Vec::new();
+        let mut refused = Vec::new();
+        for (i, o) in outcomes.into_iter().enumerate() {
+            match o.expect("every input has an outcome") {
+                Ok(v) => {
+                    let (vector, vector_bytes) = match v {
+                        Vector::Float(f) => (Some(f), None),
+                        Vector::Bytes(b) => (None, Some(b)),
+                    };
+                    rows.push(EmbeddingRecord {
+                        schema_version: EMBEDDING_VERSION,
+                        content_hash: p.hashes[i],
+                        model: space.model.clone(),
+                        dims: space.dims,
+                        dtype: space.dtype.to_string(),
+                        vector,
+                        vector_bytes,
+                        tokens: p.tokens[i] as u32,
+                    });
+                }
+                Err(why) => refused.push((i, why)),
+            }
+        }
+        rows.sort_by_key(|r| r.content_hash);
+        let key = if rows.is_empty() {
+            None
+        } else {
+            let hashes: Vec<ContentHash> = rows.iter().map(|r| r.content_hash).collect();
+            let key = keys::embedding_part(&space.key(), &hashes);
+            let parquet = records::to_parquet(&rows).map_err(store_err)?;
+            self.metrics
+                .parquet_bytes
+                .fetch_add(parquet.len() as u64, Ordering::Relaxed);
+            self.store.put(&key, parquet).await.map_err(store_err)?;
+            self.metrics
+                .vectors_written
+                .fetch_add(rows.len() as u64, Ordering::Relaxed);
+            self.cache.add(Some(&key), hashes);
+            Some(key)
+        };
+
+        // Refused inputs: one dead letter each, counted against the job that owns them.
+        let mut owner = HashMap::new();
+        for (j, job) in p.jobs.iter().enumerate() {
+            for &i in &job.own {
+                owner.insert(i, j);
+            }
+        }
+        let mut dead_per_job = vec![0u32; p.jobs.len()];
+        for (i, why) in refused {
+            let j = owner[&i];
+            dead_per_job[j] += 1;
+            let job = &p.jobs[j];
+            let payload = serde_json::json!({
+                "content_hash": p.hashes[i],
+                "chunk_part": job.event.as_ref().map(|e| e.key.clone()),
+            });
+            let letter = DeadLetter {
+                schema_version: DEAD_LETTER_VERSION,
+                topic: CHUNKS_TOPIC.into(),
+                key: job
+                    .event
+                    .as_ref()
+                    .map_or_else(String::new, |e| e.repo.to_string()),
+                error: format!("the provider refused this chunk: {why}"),
+                attempts: 1,
+                payload: payload.to_string(),
+            };
+            tracing::warn!(content_hash = %p.hashes[i], error = %why, "dead-lettering a chunk");
+            if let Some(bus) = &self.bus {
+                bus.publish(DEAD_LETTERS_TOPIC, &letter.key, letter.to_json())
+                    .await
+                    .map_err(store_err)?;
+            }
+            self.metrics.dead_lettered.fetch_add(1, Ordering::Relaxed);
+        }
+
+        for (j, job) in p.jobs.iter().enumerate() {
+            let (Some(ev), Some(bus)) = (&job.event, &self.bus) else {
+                continue;
+            };
+            let out = EmbeddedEvent {
+                schema_version: EMBEDDED_VERSION,
+                repo: ev.repo.clone(),
+                commit: ev.commit.clone(),
+                path: ev.path.clone(),
+                chunks_key: ev.key.clone(),
+                embeddings_key: (!job.own.is_empty()).then(|| key.clone()).flatten(),
+                model: space.model.clone(),
+                dims: space.dims,
+                dtype: space.dtype.to_string(),
+                chunks: job.chunks,
+                cache_hits: job.hits,
+                dead_lettered: dead_per_job[j],
+                run: ev.run.clone(),
+            };
+            bus.publish(EMBEDDED_TOPIC, ev.repo.as_str(), out.to_json())
+                .await
+                .map_err(store_err)?;
+        }
+        Ok(())
+    }
+}
