@@ -12,6 +12,7 @@ use trawl_core::store::Store;
 use trawl_fetcher::{Emitted, Fetcher, Observer, RunOptions, RunReport, repos};
 
 /// What a tree entry is.
+#[derive(Clone)]
 pub enum Node {
     File(Vec<u8>),
     Exec(Vec<u8>),

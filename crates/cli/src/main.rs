@@ -6,6 +6,7 @@
 
 mod chunk;
 mod chunk_worker;
+mod embed;
 mod fetch;
 mod sql;
 
@@ -50,6 +51,9 @@ enum Command {
     Chunk(chunk::Args),
     /// Chunk the files that `trawl fetch` published, into Parquet parts in the store.
     ChunkWorker(chunk_worker::Args),
+    /// Embed the chunks that `trawl chunk-worker` wrote: only those never embedded in this
+    /// model's space; a run report goes to runs/<run>.json.
+    Embed(embed::Args),
     /// Query the store's tables (chunks, manifests, embeddings) with SQL (DataFusion).
     Sql(sql::Args),
     /// Print the effective configuration (defaults, file, environment and flags applied).
@@ -107,6 +111,7 @@ fn main() -> ExitCode {
             Command::Fetch(args) => fetch::run(&cfg, args).await,
             Command::Chunk(args) => chunk::run(&args),
             Command::ChunkWorker(args) => chunk_worker::run(&cfg, args).await,
+            Command::Embed(args) => embed::run(&cfg, args).await,
             Command::Sql(args) => sql::run(&cfg, args).await,
             Command::Config => {
                 let text = toml::to_string_pretty(&cfg)?;

@@ -86,7 +86,7 @@ impl Default for EmbedConfig {
             price_per_mtok: 0.18,
             linger_ms: 200,
             model_dir: PathBuf::new(),
-            local_batch: 32,
+            local_batch: 8,
             hash_dims: 256,
         }
     }
@@ -209,6 +209,9 @@ const NOT_KEYS: &[&str] = &[
     "TRAWL_GIT_SSH_PASSPHRASE",
     "TRAWL_BENCH_CORPUS",
     "TRAWL_BENCH_SECONDS",
+    "TRAWL_BENCH_ONLY",
+    "TRAWL_BENCH_BATCH",
+    "TRAWL_BENCH_PYTHON",
 ];
 
 impl Config {

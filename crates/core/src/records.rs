@@ -181,6 +181,15 @@ impl DeadLetter {
     pub fn to_json(&self) -> Bytes {
         Bytes::from(serde_json::to_vec(self).expect("a DeadLetter always serialises"))
     }
+
+    pub fn from_json(bytes: &[u8]) -> Result<Self, Error> {
+        let letter: Self = serde_json::from_slice(bytes).map_err(|e| Error::Record {
+            what: "dead letter",
+            reason: e.to_string(),
+        })?;
+        check_version("dead letter", letter.schema_version, DEAD_LETTER_VERSION)?;
+        Ok(letter)
+    }
 }
 
 /// Whether a file of a commit is indexed, and if not why.

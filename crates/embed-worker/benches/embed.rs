@@ -1,1 +1,351 @@
-fn main() {}
+//! Embedding benchmark. Two tables, each ours beside a reference measured in the same run:
+//!
+//! 1. **Voyage pacing** against the fake Voyage server with a budget (default 1M tokens and
+//!    600 requests per minute, 10 % injected 429s and 5 % 5xx): the embed worker drains chunk
+//!    parts holding one budget-minute's worth of tokens (real chunks of the Python standard
+//!    library); we report achieved tokens/min as a fraction of the budget (the physical limit),
+//!    the most tokens the fake saw in any 60-second window, and lost or duplicated chunks.
+//! 2. **Local model**: chunks/s of the candle all-MiniLM-L6-v2 embedder on 2 cores beside
+//!    Python sentence-transformers (torch) on the same inputs and batch size, and how well
+//!    their vectors agree (cosine).
+//!
+//! `cargo bench -p trawl-embed-worker --bench embed`. Environment: `TRAWL_BENCH_SECONDS`
+//! (budget-seconds of work for table 1, default 60), `TRAWL_BENCH_PYTHON` (a python with
+//! sentence-transformers; table 2's peer column is skipped, and says so, without it),
+//! `TRAWL_BENCH_ONLY=pacing|local`, `TRAWL_BENCH_BATCH` (table 2's batch size, default 8). Prints tables; asserts nothing about time.
+
+#![allow(clippy::print_stdout)]
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use trawl_chunker::records::{Source, to_records};
+use trawl_chunker::{Options as ChunkOptions, Strategy, chunk};
+use trawl_core::bus::{Bus, InProcBus};
+use trawl_core::ids::{BlobId, CommitId, RepoId, RunId};
+use trawl_core::records::{self, CHUNK_PART_VERSION, ChunkPartEvent, ChunkRecord, EmbeddingRecord};
+use trawl_core::store::Store;
+use trawl_embed_worker::embedder::{Embedder, InputType, Vector};
+use trawl_embed_worker::fake::{FakeConfig, FakeVoyage, fake_tokens};
+use trawl_embed_worker::local::{LocalEmbedder, default_model_dir};
+use trawl_embed_worker::voyage::{VoyageConfig, VoyageEmbedder};
+use trawl_embed_worker::worker::CHUNKS_TOPIC;
+use trawl_embed_worker::{EmbedWorker, Options, Until};
+
+fn stdlib() -> PathBuf {
+    let out = std::process::Command::new("python3")
+        .args([
+            "-c",
+            "import sysconfig;print(sysconfig.get_paths()['stdlib'])",
+        ])
+        .output()
+        .expect("python3 runs");
+    PathBuf::from(String::from_utf8_lossy(&out.stdout).trim())
+}
+
+fn py_files(dir: &Path, out: &mut Vec<PathBuf>) {
+    let Ok(rd) = std::fs::read_dir(dir) else {
+        return;
+    };
+    let mut entries: Vec<_> = rd.flatten().collect();
+    entries.sort_by_key(std::fs::DirEntry::file_name);
+    for e in entries {
+        let p = e.path();
+        if p.is_dir() {
+            if !p.ends_with("site-packages") && !p.ends_with("test") {
+                py_files(&p, out);
+            }
+        } else if p.extension().is_some_and(|x| x == "py") {
+            out.push(p);
+        }
+    }
+}
+
+/// Chunk parts of the standard library, one per file, until `tokens` fake tokens.
+fn chunk_parts(tokens: u64) -> Vec<(String, Vec<ChunkRecord>)> {
+    let root = stdlib();
+    let mut files = Vec::new();
+    py_files(&root, &mut files);
+    let repo = RepoId::parse("github.com/python/cpython").expect("a repo id");
+    let opts = ChunkOptions::default();
+    let mut out = Vec::new();
+    let mut total = 0;
+    for (i, f) in files.iter().enumerate() {
+        let Ok(text) = std::fs::read_to_string(f) else {
+            continue;
+        };
+        let path = f
+            .strip_prefix(&root)
+            .unwrap_or(f)
+            .to_string_lossy()
+            .into_owned();
+        let blob: BlobId = format!("{:040x}", i + 1).parse().expect("a blob id");
+        let chunked = chunk(&path, Some("python"), &text, Strategy::Ast, &opts);
+        let src = Source {
+            repo: &repo,
+            path: &path,
+            blob: &blob,
+            language: "python",
+        };
+        let rows = to_records(&src, &chunked, &text);
+        total += rows
+            .iter()
+            .map(|r| fake_tokens(&r.indexed_text()))
+            .sum::<u64>();
+        out.push((path, rows));
+        if total >= tokens {
+            break;
+        }
+    }
+    out
+}
+
+async fn pacing(seconds: u64) {
+    let (tpm, rpm) = (1_000_000u64, 600u32);
+    let fake = FakeVoyage::start(FakeConfig {
+        tpm,
+        rpm: u64::from(rpm),
+        p429: 0.10,
+        p5xx: 0.05,
+        ..FakeConfig::default()
+    })
+    .await
+    .expect("the fake starts");
+    let budget_tokens = tpm * seconds / 60;
+    let parts = chunk_parts(budget_tokens);
+    let store = Store::memory();
+    let bus: Arc<dyn Bus> = Arc::new(InProcBus::new(1 << 20));
+    let repo = RepoId::parse("github.com/python/cpython").expect("a repo id");
+    let mut expected = std::collections::HashSet::new();
+    let mut chunks = 0;
+    for (i, (path, rows)) in parts.iter().enumerate() {
+        let key = format!("chunks/repo=bench/{i}.parquet");
+        store
+            .put(&key, records::to_parquet(rows).expect("parquet"))
+            .await
+            .expect("put");
+        expected.extend(rows.iter().map(|r| r.content_hash));
+        chunks += rows.len();
+        let ev = ChunkPartEvent {
+            schema_version: CHUNK_PART_VERSION,
+            repo: repo.clone(),
+            commit: "c".repeat(40).parse::<CommitId>().expect("a commit id"),
+            path: path.clone(),
+            blob: rows.first().map_or_else(
+                || format!("{:040x}", 1).parse().expect("blob"),
+                |r| r.blob.clone(),
+            ),
+            key,
+            chunks: rows.len() as u32,
+            run: RunId::new(),
+        };
+        bus.publish(CHUNKS_TOPIC, repo.as_str(), ev.to_json())
+            .await
+            .expect("publish");
+    }
+    bus.close(CHUNKS_TOPIC).await.expect("close");
+    let mut cfg = VoyageConfig::new(&fake.base_url(), "test-key");
+    cfg.tpm = tpm;
+    cfg.rpm = rpm;
+    cfg.timeout = Duration::from_secs(10);
+    cfg.max_retries = 20;
+    let embedder = Arc::new(VoyageEmbedder::new(cfg).expect("client"));
+    let worker = EmbedWorker::new(
+        store.clone(),
+        Some(bus.clone()),
+        embedder,
+        Options {
+            linger: Duration::from_millis(100),
+            concurrency: 4,
+            price_per_mtok: 0.18,
+            dry_run: false,
+            embedder: "voyage".into(),
+        },
+    );
+    let t = Instant::now();
+    let report = worker.run(Until::Closed).await.expect("the worker runs");
+    let elapsed = t.elapsed().as_secs_f64();
+    let s = fake.stats();
+
+    // Lost and duplicated chunks: every expected content hash has exactly one vector.
+    let mut got = std::collections::HashMap::new();
+    for key in store.list("embeddings/").await.expect("list") {
+        let rows: Vec<EmbeddingRecord> =
+            records::from_parquet(store.get(&key).await.expect("get").expect("part"))
+                .expect("rows");
+        for r in rows {
+            *got.entry(r.content_hash).or_insert(0u32) += 1;
+        }
+    }
+    let lost = expected.iter().filter(|h| !got.contains_key(h)).count();
+    let duplicated = got.values().filter(|&&n| n > 1).count();
+    let active = s
+        .last_accept
+        .zip(s.first_accept)
+        .map_or(elapsed, |(l, f)| l.duration_since(f).as_secs_f64());
+    let achieved = s.accepted_tokens as f64 / elapsed * 60.0;
+    println!("\n## Voyage pacing against the fake server ({seconds} budget-seconds of work)\n");
+    println!("| measure | value |");
+    println!("|---|---|");
+    println!("| budget | {tpm} tokens/min, {rpm} requests/min; 10 % 429s and 5 % 5xx injected |");
+    println!(
+        "| chunks / distinct texts | {chunks} / {} |",
+        expected.len()
+    );
+    println!(
+        "| tokens accepted by the fake | {} in {elapsed:.1} s |",
+        s.accepted_tokens
+    );
+    println!(
+        "| achieved tokens/min | {achieved:.0} = **{:.1} %** of the budget (first to last accepted request: {:.1} %) |",
+        100.0 * achieved / tpm as f64,
+        100.0 * s.accepted_tokens as f64 / active.max(1e-9) * 60.0 / tpm as f64
+    );
+    println!(
+        "| most tokens in any 60 s window | {} ({:.1} % of the budget) |",
+        s.peak_window_tokens,
+        100.0 * s.peak_window_tokens as f64 / tpm as f64
+    );
+    println!(
+        "| requests: accepted / all | {} / {} |",
+        s.accepted, s.requests
+    );
+    println!("| fake's answers | {:?} |", sorted(&s.outcomes));
+    println!("| client retries by cause | {:?} |", report.embed.retries);
+    println!("| lost chunks / duplicated vectors | **{lost} / {duplicated}** |");
+    println!(
+        "| estimate ÷ billed tokens | {:.2} |",
+        report.embed.tokens_estimated as f64 / report.embed.tokens_sent.max(1) as f64
+    );
+}
+
+fn sorted(m: &std::collections::HashMap<String, u64>) -> Vec<(String, u64)> {
+    let mut v: Vec<_> = m.iter().map(|(k, v)| (k.clone(), *v)).collect();
+    v.sort();
+    v
+}
+
+async fn local() {
+    let n = 512;
+    let batch: usize = std::env::var("TRAWL_BENCH_BATCH")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(8);
+    let dir =
+        std::env::var_os("TRAWL_EMBED_MODEL_DIR").map_or_else(default_model_dir, PathBuf::from);
+    let model = match LocalEmbedder::load(&dir, batch) {
+        Ok(m) => m,
+        Err(e) => {
+            println!("\nlocal model table skipped: {e}");
+            return;
+        }
+    };
+    let texts: Vec<String> = chunk_parts(u64::MAX / 4)
+        .into_iter()
+        .flat_map(|(_, rows)| rows)
+        .step_by(7)
+        .take(n)
+        .map(|r| r.indexed_text())
+        .collect();
+    let bytes: usize = texts.iter().map(String::len).sum();
+    // Warm-up, then the timed run.
+    model
+        .embed(&texts[..8], InputType::Document)
+        .await
+        .expect("warm-up");
+    let t = Instant::now();
+    let ours = model
+        .embed(&texts, InputType::Document)
+        .await
+        .expect("embeds");
+    let secs = t.elapsed().as_secs_f64();
+    let truncated = model.counters().truncated;
+
+    println!(
+        "\n## Local embedder: {n} standard-library chunks ({:.0} KB), batch {batch}, 2 cores\n",
+        bytes as f64 / 1e3
+    );
+    println!("| embedder | seconds | chunks/s | vs ours |");
+    println!("|---|---|---|---|");
+    println!(
+        "| trawl (candle, {}) | {secs:.2} | {:.1} | 1.00 |",
+        model.space().model,
+        n as f64 / secs
+    );
+    let Some(python) = std::env::var_os("TRAWL_BENCH_PYTHON") else {
+        println!(
+            "| sentence-transformers | not run: set TRAWL_BENCH_PYTHON to a python with it | | |"
+        );
+        return;
+    };
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let inputs = tmp.path().join("inputs.jsonl");
+    let lines: Vec<String> = texts
+        .iter()
+        .map(|t| serde_json::to_string(t).expect("json"))
+        .collect();
+    std::fs::write(&inputs, lines.join("\n") + "\n").expect("write inputs");
+    let out = tmp.path().join("out.json");
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("benches/st_peer.py");
+    let status = std::process::Command::new(python)
+        .arg(script)
+        .arg(&dir)
+        .arg(&inputs)
+        .arg(&out)
+        .arg(batch.to_string())
+        .arg("2")
+        .status()
+        .expect("python runs");
+    assert!(status.success(), "the sentence-transformers peer failed");
+    let peer: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&out).expect("peer output")).expect("json");
+    let psecs = peer["seconds"].as_f64().expect("seconds");
+    println!(
+        "| sentence-transformers (torch, 2 threads) | {psecs:.2} | {:.1} | {:.2} |",
+        n as f64 / psecs,
+        secs / psecs
+    );
+    let mut cosines = Vec::new();
+    for (v, p) in ours
+        .vectors
+        .iter()
+        .zip(peer["vectors"].as_array().expect("vectors"))
+    {
+        let Vector::Float(a) = v else {
+            panic!("float vectors")
+        };
+        let b: Vec<f32> = p
+            .as_array()
+            .expect("a vector")
+            .iter()
+            .map(|x| x.as_f64().unwrap_or(0.0) as f32)
+            .collect();
+        cosines.push(a.iter().zip(&b).map(|(x, y)| x * y).sum::<f32>());
+    }
+    let min = cosines.iter().copied().fold(f32::INFINITY, f32::min);
+    let mean = cosines.iter().sum::<f32>() / cosines.len() as f32;
+    println!(
+        "\nAgreement with sentence-transformers: mean cosine {mean:.6}, min {min:.6}; {truncated} of {n} inputs truncated to the model's 256 tokens."
+    );
+}
+
+fn main() {
+    let only = std::env::var("TRAWL_BENCH_ONLY").unwrap_or_default();
+    let seconds: u64 = std::env::var("TRAWL_BENCH_SECONDS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(60);
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .expect("a runtime");
+    rt.block_on(async {
+        if only.is_empty() || only == "pacing" {
+            pacing(seconds).await;
+        }
+        if only.is_empty() || only == "local" {
+            local().await;
+        }
+    });
+}

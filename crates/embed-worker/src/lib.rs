@@ -22,3 +22,72 @@ pub mod worker;
 
 pub use embedder::{Dtype, EmbedError, Embedder, InputType, Space, Vector};
 pub use worker::{EmbedWorker, Options, RunReport, Until};
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use trawl_core::config::EmbedConfig;
+
+/// The environment variable holding the Voyage key. It is read here and never logged.
+pub const VOYAGE_API_KEY: &str = "VOYAGE_API_KEY";
+
+/// The embedder `cfg` names (`embedder` overrides `cfg.embedder` when given), and the
+/// worker options that go with it.
+pub fn from_config(
+    cfg: &EmbedConfig,
+    embedder: Option<&str>,
+) -> Result<(Arc<dyn Embedder>, Options), EmbedError> {
+    let name = embedder.unwrap_or(&cfg.embedder);
+    let e: Arc<dyn Embedder> = match name {
+        "voyage" => {
+            let key = std::env::var(VOYAGE_API_KEY).unwrap_or_default();
+            Arc::new(voyage::VoyageEmbedder::new(voyage::VoyageConfig {
+                base_url: cfg.base_url.clone(),
+                api_key: key,
+                model: cfg.model.clone(),
+                dims: cfg.dims,
+                dtype: cfg.dtype.parse()?,
+                rpm: cfg.rpm,
+                tpm: cfg.tpm,
+                max_batch_inputs: cfg.max_batch_inputs,
+                max_batch_tokens: cfg.max_batch_tokens,
+                max_input_tokens: cfg.max_input_tokens,
+                concurrency: cfg.concurrency,
+                max_retries: cfg.max_retries,
+                timeout: Duration::from_secs(cfg.timeout_secs.max(1)),
+            })?)
+        }
+        "local" => {
+            let dir = if cfg.model_dir.as_os_str().is_empty() {
+                local::default_model_dir()
+            } else {
+                cfg.model_dir.clone()
+            };
+            Arc::new(local::LocalEmbedder::load(&dir, cfg.local_batch)?)
+        }
+        "hash" => Arc::new(hash::HashEmbedder::new(cfg.hash_dims)?),
+        other => {
+            return Err(EmbedError::Config(format!(
+                "unknown embedder {other:?}: use local, voyage or hash"
+            )));
+        }
+    };
+    let opts = Options {
+        linger: Duration::from_millis(cfg.linger_ms),
+        // Flushes in flight: Voyage overlaps requests; an in-process model runs one at a time
+        // anyway, and one flush more keeps it fed while the previous part is written.
+        concurrency: if name == "voyage" {
+            cfg.concurrency.max(1)
+        } else {
+            2
+        },
+        price_per_mtok: if name == "voyage" {
+            cfg.price_per_mtok
+        } else {
+            0.0
+        },
+        dry_run: false,
+        embedder: name.to_owned(),
+    };
+    Ok((e, opts))
+}

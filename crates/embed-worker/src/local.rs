@@ -10,11 +10,12 @@
 //!   signature are — and counted as `truncated`.
 //! - The model's name in the cache key is the directory's name plus a hash of its weights: a
 //!   fine-tune in a same-named directory is a different vector space.
-//! - One forward pass at a time: candle's matrix kernels already use every core.
+//! - One single-threaded forward pass per core, each on its own batch: measured faster than
+//!   one pass split across the cores (candle's element-wise kernels synchronise often).
 
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
 use candle_core::{DType, Device, Tensor};
@@ -53,6 +54,7 @@ pub struct LocalEmbedder {
     max_seq: usize,
     truncated: Arc<AtomicU64>,
     busy: tokio::sync::Mutex<()>,
+    pools: Arc<Vec<rayon::ThreadPool>>,
 }
 
 fn model_err(what: &str, dir: &Path, e: impl std::fmt::Display) -> EmbedError {
@@ -63,6 +65,12 @@ impl LocalEmbedder {
     /// Loads `dir` (`config.json`, `tokenizer.json`, `model.safetensors`). `batch` inputs go
     /// through the model at once.
     pub fn load(dir: &Path, batch: usize) -> Result<Self, EmbedError> {
+        let threads = std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get);
+        Self::load_with(dir, batch, threads)
+    }
+
+    /// As [`LocalEmbedder::load`], with `threads` forward passes at once.
+    pub fn load_with(dir: &Path, batch: usize, threads: usize) -> Result<Self, EmbedError> {
         let need = ["config.json", "tokenizer.json", "model.safetensors"];
         if let Some(missing) = need.iter().find(|f| !dir.join(f).is_file()) {
             return Err(EmbedError::Model(format!(
@@ -121,6 +129,7 @@ impl LocalEmbedder {
             max_seq,
             truncated: Arc::default(),
             busy: tokio::sync::Mutex::new(()),
+            pools: Arc::new(pools(threads)?),
         })
     }
 
@@ -128,6 +137,19 @@ impl LocalEmbedder {
     pub fn max_seq(&self) -> usize {
         self.max_seq
     }
+}
+
+/// `n` single-threaded pools.
+fn pools(n: usize) -> Result<Vec<rayon::ThreadPool>, EmbedError> {
+    (0..n.max(1))
+        .map(|i| {
+            rayon::ThreadPoolBuilder::new()
+                .num_threads(1)
+                .thread_name(move |_| format!("trawl-embed-{i}"))
+                .build()
+                .map_err(|e| EmbedError::Model(format!("cannot start inference threads: {e}")))
+        })
+        .collect()
 }
 
 /// Embeds one batch; returns unit vectors and the real token count.
@@ -201,18 +223,44 @@ impl Embedder for LocalEmbedder {
         let truncated = self.truncated.clone();
         let batch = self.batch;
         let inputs = inputs.to_vec();
+        let pools = self.pools.clone();
         tokio::task::spawn_blocking(move || {
             // Longest first, so each batch pads to inputs of about its own length.
             let mut order: Vec<usize> = (0..inputs.len()).collect();
             order.sort_by_key(|&i| std::cmp::Reverse(inputs[i].len()));
+            let groups: Vec<&[usize]> = order.chunks(batch).collect();
+            let next = AtomicUsize::new(0);
+            let results: Mutex<Vec<(usize, Result<(Vec<Vec<f32>>, u64, u64), String>)>> =
+                Mutex::default();
+            // One single-threaded pool per core, each taking the next batch: independent
+            // forward passes scale better than one pass split across cores.
+            std::thread::scope(|scope| {
+                for pool in pools.iter() {
+                    scope.spawn(|| {
+                        loop {
+                            let g = next.fetch_add(1, Ordering::Relaxed);
+                            let Some(group) = groups.get(g) else { break };
+                            let texts: Vec<&str> =
+                                group.iter().map(|&i| inputs[i].as_str()).collect();
+                            let r = pool.install(|| forward(&model, &texts));
+                            results
+                                .lock()
+                                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                                .push((g, r));
+                        }
+                    });
+                }
+            });
             let mut out: Vec<Option<Vec<f32>>> = vec![None; inputs.len()];
             let mut tokens = 0;
-            for group in order.chunks(batch) {
-                let texts: Vec<&str> = group.iter().map(|&i| inputs[i].as_str()).collect();
-                let (vectors, t, cut) = forward(&model, &texts).map_err(EmbedError::Model)?;
+            for (g, r) in results
+                .into_inner()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+            {
+                let (vectors, t, cut) = r.map_err(EmbedError::Model)?;
                 tokens += t;
                 truncated.fetch_add(cut, Ordering::Relaxed);
-                for (&i, v) in group.iter().zip(vectors) {
+                for (&i, v) in groups[g].iter().zip(vectors) {
                     out[i] = Some(v);
                 }
             }

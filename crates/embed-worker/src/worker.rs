@@ -257,7 +257,7 @@ struct Inner {
     embedder: Arc<dyn Embedder>,
     cache: Cache,
     opts: Options,
-    metrics: Metrics,
+    metrics: Arc<Metrics>,
     run: RunId,
 }
 
@@ -281,7 +281,7 @@ impl EmbedWorker {
                 embedder,
                 cache,
                 opts,
-                metrics: Metrics::default(),
+                metrics: Arc::default(),
                 run: RunId::new(),
             }),
         }
@@ -289,6 +289,16 @@ impl EmbedWorker {
 
     pub fn run_id(&self) -> &RunId {
         &self.inner.run
+    }
+
+    /// Live counters, for progress displays and metrics.
+    pub fn metrics(&self) -> Arc<Metrics> {
+        self.inner.metrics.clone()
+    }
+
+    /// The embedder's vector space.
+    pub fn space(&self) -> &crate::Space {
+        self.inner.embedder.space()
     }
 
     /// Consumes chunk-part events until `until`, then writes the run report and returns it.

@@ -1,0 +1,169 @@
+//! `trawl embed`: the embed stage.
+
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use anyhow::Context;
+use indicatif::{ProgressBar, ProgressStyle};
+use trawl_core::config::Config;
+use trawl_core::store::Store;
+use trawl_embed_worker::worker::{EmbedReport, Metrics};
+use trawl_embed_worker::{EmbedWorker, RunReport, Until};
+
+#[derive(clap::Args)]
+pub struct Args {
+    /// Which embedder: `local` (the default model, no key needed), `voyage` (needs
+    /// VOYAGE_API_KEY) or `hash` (deterministic, for tests). Same as `--set embed.embedder=…`.
+    #[arg(long, value_parser = ["local", "voyage", "hash"])]
+    embedder: Option<String>,
+
+    /// Stop once no chunk-part event has arrived for two seconds (a one-shot run after
+    /// `trawl chunk-worker`); without it the worker runs until interrupted.
+    #[arg(long, conflicts_with = "all")]
+    once: bool,
+
+    /// Embed every chunk in the store that has no vector in this model's space yet, reading
+    /// the store instead of the bus: how a new model (or new dims or dtype) is filled in.
+    #[arg(long)]
+    all: bool,
+
+    /// Report the chunks, tokens and cost that `--all` would send, and send nothing.
+    #[arg(long)]
+    dry_run: bool,
+
+    /// Print the run report as JSON instead of a summary.
+    #[arg(long)]
+    json: bool,
+}
+
+fn spinner(metrics: Arc<Metrics>) -> (ProgressBar, tokio::task::JoinHandle<()>) {
+    let bar = ProgressBar::new_spinner();
+    bar.set_style(
+        ProgressStyle::with_template("{spinner} [{elapsed_precise}] {msg}")
+            .expect("a valid template"),
+    );
+    bar.enable_steady_tick(Duration::from_millis(200));
+    let ticker = {
+        let bar = bar.clone();
+        tokio::spawn(async move {
+            loop {
+                let g = |a: &std::sync::atomic::AtomicU64| a.load(Ordering::Relaxed);
+                bar.set_message(format!(
+                    "{} parts, {} chunks: {} cached, {} to embed, {} vectors written, {} tokens sent",
+                    g(&metrics.parts),
+                    g(&metrics.chunks),
+                    g(&metrics.cache_hits),
+                    g(&metrics.cache_misses),
+                    g(&metrics.vectors_written),
+                    g(&metrics.tokens_sent),
+                ));
+                tokio::time::sleep(Duration::from_millis(250)).await;
+            }
+        })
+    };
+    (bar, ticker)
+}
+
+pub async fn run(cfg: &Config, args: Args) -> anyhow::Result<ExitCode> {
+    let store = Store::from_url(&cfg.store.url)?;
+    let (embedder, mut opts) =
+        trawl_embed_worker::from_config(&cfg.embed, args.embedder.as_deref())
+            .context("cannot start the embedder")?;
+    opts.dry_run = args.dry_run;
+    let name = opts.embedder.clone();
+    let backfill = args.all || args.dry_run;
+    let bus = if backfill {
+        None
+    } else {
+        Some(trawl_core::bus::from_url(
+            &cfg.bus.url,
+            &store,
+            cfg.bus.capacity,
+        )?)
+    };
+    let worker = EmbedWorker::new(store, bus, embedder, opts);
+    eprintln!(
+        "embed: {} into {} with the {} embedder",
+        if backfill {
+            "every chunk in the store"
+        } else {
+            "chunk parts from the bus"
+        },
+        worker.space(),
+        name,
+    );
+    let (bar, ticker) = spinner(worker.metrics());
+    let work = async {
+        if backfill {
+            let bar = bar.clone();
+            worker
+                .backfill(&move |done, total| bar.set_prefix(format!("{done}/{total} parts")))
+                .await
+        } else {
+            let until = if args.once {
+                Until::Idle(Duration::from_secs(2))
+            } else {
+                Until::Closed
+            };
+            worker.run(until).await
+        }
+    };
+    let result = tokio::select! {
+        r = work => Some(r),
+        _ = tokio::signal::ctrl_c() => None,
+    };
+    ticker.abort();
+    bar.finish_and_clear();
+    let Some(result) = result else {
+        eprintln!("interrupted: events not yet acknowledged will be delivered again");
+        return Ok(ExitCode::from(130));
+    };
+    let report: RunReport = result?;
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+    } else {
+        print_summary(&report.embed, &report.run.to_string());
+    }
+    Ok(if report.embed.dead_lettered > 0 {
+        ExitCode::from(3)
+    } else {
+        ExitCode::SUCCESS
+    })
+}
+
+fn print_summary(r: &EmbedReport, run: &str) {
+    let verb = if r.dry_run { "would send" } else { "sent" };
+    println!(
+        "embed: {} chunks in {} parts · {} already embedded ({:.0} %) · {} {verb}",
+        r.chunks,
+        r.parts,
+        r.cache_hits,
+        r.cache_hit_ratio * 100.0,
+        r.cache_misses,
+    );
+    println!(
+        "  {} tokens {verb} (estimate {}) in {} requests, {} HTTP requests",
+        r.tokens_sent, r.tokens_estimated, r.requests, r.http_requests
+    );
+    if !r.retries.is_empty() {
+        let list: Vec<String> = r.retries.iter().map(|(k, v)| format!("{k}×{v}")).collect();
+        println!("  retries: {}", list.join(", "));
+    }
+    println!(
+        "  {} vectors written ({:.1} MB of Parquet), {} truncated, {} dead-lettered, {} redelivered",
+        r.vectors_written,
+        r.parquet_bytes as f64 / 1e6,
+        r.truncated,
+        r.dead_lettered,
+        r.redelivered
+    );
+    println!(
+        "  estimated cost ${:.4} at ${}/1M tokens · {:.1} s · model {} ({} dims, {})",
+        r.estimated_cost_usd, r.price_per_mtok, r.seconds, r.model, r.dims, r.dtype
+    );
+    if !r.dry_run {
+        println!("  report: runs/{run}.json");
+    }
+}

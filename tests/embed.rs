@@ -1,0 +1,386 @@
+//! The embed stage end to end: fetch → chunk worker → embed worker, with the hash embedder
+//! and with the fake Voyage server injecting faults.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use trawl_chunk_worker::ChunkWorker;
+use trawl_core::bus::Bus;
+use trawl_core::ids::ContentHash;
+use trawl_core::records::{self, ChunkRecord, DeadLetter, EmbeddedEvent, EmbeddingRecord};
+use trawl_core::store::Store;
+use trawl_embed_worker::embedder::{Dtype, Embedder, Vector};
+use trawl_embed_worker::fake::{FakeConfig, FakeVoyage, fake_vector};
+use trawl_embed_worker::hash::HashEmbedder;
+use trawl_embed_worker::voyage::{VoyageConfig, VoyageEmbedder};
+use trawl_embed_worker::worker::{DEAD_LETTERS_TOPIC, EMBEDDED_TOPIC, WorkerError};
+use trawl_embed_worker::{EmbedWorker, Options, RunReport, Until};
+use trawl_fetcher::RunOptions;
+
+use crate::support::{Harness, Node, SourceRepo, file};
+
+/// Real code: the standard library's json package, plus one function every fork shares.
+fn stdlib_json() -> Vec<(String, Node)> {
+    let out = std::process::Command::new("python3")
+        .args(["-c", "import json,os;print(os.path.dirname(json.__file__))"])
+        .output()
+        .unwrap();
+    let dir = std::path::PathBuf::from(String::from_utf8_lossy(&out.stdout).trim());
+    let mut files = Vec::new();
+    for name in [
+        "__init__.py",
+        "decoder.py",
+        "encoder.py",
+        "scanner.py",
+        "tool.py",
+    ] {
+        let text = std::fs::read(dir.join(name)).unwrap();
+        files.push((format!("json/{name}"), file(text)));
+    }
+    files
+}
+
+fn commit(src: &SourceRepo, files: &[(String, Node)]) {
+    let refs: Vec<(&str, Node)> = files.iter().map(|(p, n)| (p.as_str(), n.clone())).collect();
+    src.commit(&refs, false);
+}
+
+async fn fetch_and_chunk(h: &Harness, srcs: &[&SourceRepo]) {
+    let paths: Vec<_> = srcs.iter().map(|s| s.path()).collect();
+    let refs: Vec<&std::path::Path> = paths.iter().map(std::path::PathBuf::as_path).collect();
+    let (report, _) = h.run(&refs, RunOptions::default()).await;
+    assert_eq!(report.failed(), 0);
+    let worker = ChunkWorker::new(
+        h.store.clone(),
+        h.bus.clone(),
+        trawl_chunker::Options::default(),
+        2,
+    );
+    worker
+        .run(trawl_chunk_worker::Until::Idle(Duration::from_millis(300)))
+        .await
+        .unwrap();
+}
+
+fn options(name: &str) -> Options {
+    Options {
+        linger: Duration::from_millis(30),
+        concurrency: 3,
+        price_per_mtok: 0.18,
+        dry_run: false,
+        embedder: name.into(),
+    }
+}
+
+async fn embed(h: &Harness, e: Arc<dyn Embedder>) -> Result<RunReport, WorkerError> {
+    EmbedWorker::new(h.store.clone(), Some(h.bus.clone()), e, options("test"))
+        .run(Until::Idle(Duration::from_millis(500)))
+        .await
+}
+
+async fn all_chunks(store: &Store) -> Vec<ChunkRecord> {
+    let mut out = Vec::new();
+    for key in store.list("chunks/").await.unwrap() {
+        out.extend(
+            records::from_parquet::<ChunkRecord>(store.get(&key).await.unwrap().unwrap()).unwrap(),
+        );
+    }
+    out
+}
+
+/// Every vector in the store, by content hash.
+async fn vectors(store: &Store) -> HashMap<ContentHash, Vec<EmbeddingRecord>> {
+    let mut out: HashMap<ContentHash, Vec<EmbeddingRecord>> = HashMap::new();
+    for key in store.list("embeddings/").await.unwrap() {
+        for r in records::from_parquet::<EmbeddingRecord>(store.get(&key).await.unwrap().unwrap())
+            .unwrap()
+        {
+            out.entry(r.content_hash).or_default().push(r);
+        }
+    }
+    out
+}
+
+async fn drain(bus: &Arc<dyn Bus>, topic: &str, group: &str) -> Vec<bytes::Bytes> {
+    let mut sub = bus.subscribe(topic, group).await.unwrap();
+    let mut out = Vec::new();
+    while let Ok(Ok(Some(d))) = tokio::time::timeout(Duration::from_millis(200), sub.recv()).await {
+        out.push(d.payload.clone());
+        d.ack().await.unwrap();
+    }
+    out
+}
+
+#[tokio::test]
+async fn every_chunk_is_embedded_once_and_a_fork_or_a_rerun_sends_nothing() {
+    let h = Harness::new().with_inproc_bus();
+    let files = stdlib_json();
+    let (a, fork) = (SourceRepo::new(), SourceRepo::new());
+    commit(&a, &files);
+    fetch_and_chunk(&h, &[&a]).await;
+    let hash = Arc::new(HashEmbedder::new(64).unwrap());
+    let first = embed(&h, hash.clone()).await.unwrap();
+
+    let chunks = all_chunks(&h.store).await;
+    assert!(chunks.len() > 40, "{} chunks", chunks.len());
+    let got = vectors(&h.store).await;
+    for c in &chunks {
+        let v = &got[&c.content_hash];
+        assert_eq!(v.len(), 1, "one vector per content hash");
+        assert_eq!(
+            v[0].vector.as_deref(),
+            Some(&hash.vector(&c.indexed_text())[..])
+        );
+        assert_eq!((v[0].model.as_str(), v[0].dims), ("trawl-hash-v1", 64));
+    }
+    let e = &first.embed;
+    assert_eq!(e.chunks as usize, chunks.len());
+    assert_eq!(e.cache_misses as usize, got.len());
+    assert_eq!(e.vectors_written as usize, got.len());
+    assert_eq!(e.parts, 5);
+    assert!(e.tokens_sent > 0 && e.requests > 0);
+
+    // The run report is in the store, with the keys the issue names.
+    let report: serde_json::Value = h
+        .store
+        .get_json(&trawl_core::store::keys::run(&first.run))
+        .await
+        .unwrap()
+        .unwrap();
+    for key in ["tokens_sent", "requests", "cache_hits", "cache_misses"] {
+        assert!(report["embed"][key].is_u64(), "embed.{key}: {report}");
+    }
+
+    // One embedded event per chunk part, naming the part its vectors are in.
+    let events: Vec<EmbeddedEvent> = drain(&h.bus, EMBEDDED_TOPIC, "compactor")
+        .await
+        .iter()
+        .map(|b| EmbeddedEvent::from_json(b).unwrap())
+        .collect();
+    assert_eq!(events.len(), 5);
+    assert!(events.iter().all(|e| e.embeddings_key.is_some()));
+
+    // A fork with the same files: every chunk is a cache hit, nothing is sent.
+    commit(&fork, &files);
+    fetch_and_chunk(&h, &[&fork]).await;
+    let second = embed(&h, hash.clone()).await.unwrap();
+    assert_eq!(second.embed.cache_misses, 0);
+    assert_eq!(second.embed.cache_hits as usize, chunks.len());
+    assert_eq!((second.embed.tokens_sent, second.embed.requests), (0, 0));
+
+    // A new worker (a new process) rebuilds the cache from the store and sends nothing.
+    let backfill = EmbedWorker::new(h.store.clone(), None, hash.clone(), options("hash"))
+        .backfill(&|_, _| {})
+        .await
+        .unwrap();
+    assert_eq!(backfill.embed.tokens_sent, 0);
+    assert_eq!(backfill.embed.chunks as usize, 2 * chunks.len());
+    assert_eq!(vectors(&h.store).await.len(), got.len());
+}
+
+#[tokio::test]
+async fn a_model_change_fills_a_new_space_and_leaves_the_old_one_serving() {
+    let h = Harness::new().with_inproc_bus();
+    let src = SourceRepo::new();
+    commit(&src, &stdlib_json());
+    fetch_and_chunk(&h, &[&src]).await;
+    embed(&h, Arc::new(HashEmbedder::new(64).unwrap()))
+        .await
+        .unwrap();
+    let old = h
+        .store
+        .list("embeddings/space=trawl-hash-v1.64.float/")
+        .await
+        .unwrap();
+    assert!(!old.is_empty());
+
+    let new: Arc<dyn Embedder> = Arc::new(HashEmbedder::new(128).unwrap());
+    let dry = EmbedWorker::new(
+        h.store.clone(),
+        None,
+        new.clone(),
+        Options {
+            dry_run: true,
+            ..options("hash")
+        },
+    )
+    .backfill(&|_, _| {})
+    .await
+    .unwrap();
+    let chunks = all_chunks(&h.store)
+        .await
+        .iter()
+        .map(|c| c.content_hash)
+        .collect::<std::collections::HashSet<_>>()
+        .len() as u64;
+    assert_eq!(dry.embed.cache_misses, chunks);
+    assert!(dry.embed.tokens_sent > 0);
+    assert!(dry.embed.estimated_cost_usd > 0.0);
+    assert!(
+        h.store
+            .list("embeddings/space=trawl-hash-v1.128.float/")
+            .await
+            .unwrap()
+            .is_empty(),
+        "a dry run writes nothing"
+    );
+
+    let filled = EmbedWorker::new(h.store.clone(), None, new.clone(), options("hash"))
+        .backfill(&|_, _| {})
+        .await
+        .unwrap();
+    assert_eq!(filled.embed.vectors_written, chunks);
+    assert_eq!(
+        h.store
+            .list("embeddings/space=trawl-hash-v1.64.float/")
+            .await
+            .unwrap(),
+        old,
+        "the old space is untouched"
+    );
+    let again = EmbedWorker::new(
+        h.store.clone(),
+        None,
+        new,
+        Options {
+            dry_run: true,
+            ..options("hash")
+        },
+    )
+    .backfill(&|_, _| {})
+    .await
+    .unwrap();
+    assert_eq!(again.embed.tokens_sent, 0);
+}
+
+#[tokio::test]
+async fn through_a_misbehaving_provider_no_chunk_is_lost_or_duplicated() {
+    let h = Harness::new().with_inproc_bus();
+    let mut files = stdlib_json();
+    files.push((
+        "bad.py".into(),
+        file("def refused():\n    return 'POISON: the provider refuses this text'\n"),
+    ));
+    let src = SourceRepo::new();
+    commit(&src, &files);
+    fetch_and_chunk(&h, &[&src]).await;
+
+    let fake = FakeVoyage::start(FakeConfig {
+        p429: 0.15,
+        p5xx: 0.1,
+        p_slow: 0.05,
+        slow: Duration::from_millis(1200),
+        p_drop: 0.05,
+        poison: Some("POISON".into()),
+        ..FakeConfig::default()
+    })
+    .await
+    .unwrap();
+    let mut cfg = VoyageConfig::new(&fake.base_url(), "test-key");
+    cfg.dims = 256;
+    cfg.dtype = Dtype::Int8;
+    cfg.timeout = Duration::from_millis(600);
+    cfg.max_retries = 40;
+    // Small requests, so that the faults hit many of them.
+    cfg.max_batch_inputs = 7;
+    let voyage = Arc::new(VoyageEmbedder::new(cfg).unwrap());
+    let report = embed(&h, voyage.clone()).await.unwrap();
+
+    let chunks = all_chunks(&h.store).await;
+    let got = vectors(&h.store).await;
+    let mut refused = 0;
+    for c in &chunks {
+        let text = c.indexed_text();
+        if text.contains("POISON") {
+            refused += 1;
+            assert!(!got.contains_key(&c.content_hash));
+            continue;
+        }
+        let v = got
+            .get(&c.content_hash)
+            .unwrap_or_else(|| panic!("lost: {}", c.path));
+        assert_eq!(v.len(), 1, "duplicated: {}", c.path);
+        assert_eq!(
+            Vector::Bytes(v[0].vector_bytes.clone().unwrap()),
+            fake_vector(&text, 256, Dtype::Int8),
+            "the vector of {} {:?} belongs to its text",
+            c.path,
+            c.symbol
+        );
+    }
+    assert_eq!(refused, 1);
+    let e = &report.embed;
+    assert_eq!(e.dead_lettered, 1);
+    for cause in ["429", "5xx"] {
+        assert!(
+            e.retries.get(cause).copied().unwrap_or(0) > 0,
+            "{:?}",
+            e.retries
+        );
+    }
+    let letters: Vec<DeadLetter> = drain(&h.bus, DEAD_LETTERS_TOPIC, "ops")
+        .await
+        .iter()
+        .map(|b| DeadLetter::from_json(b).unwrap())
+        .collect();
+    assert_eq!(letters.len(), 1);
+    assert!(
+        letters[0].error.contains("invalid content"),
+        "{}",
+        letters[0].error
+    );
+    let events: Vec<EmbeddedEvent> = drain(&h.bus, EMBEDDED_TOPIC, "compactor")
+        .await
+        .iter()
+        .map(|b| EmbeddedEvent::from_json(b).unwrap())
+        .collect();
+    assert_eq!(
+        events.len(),
+        6,
+        "one event per part, the refused chunk's included"
+    );
+    assert_eq!(events.iter().map(|e| e.dead_lettered).sum::<u32>(), 1);
+    // Every event was acknowledged: nothing is left for the group.
+    assert!(
+        drain(
+            &h.bus,
+            trawl_embed_worker::worker::CHUNKS_TOPIC,
+            "embed-worker"
+        )
+        .await
+        .is_empty()
+    );
+}
+
+#[tokio::test]
+async fn a_rejected_key_stops_the_worker_and_gives_every_event_back() {
+    // The spool bus keeps unacknowledged events across workers, like Kafka.
+    let h = Harness::new();
+    let src = SourceRepo::new();
+    commit(&src, &stdlib_json());
+    fetch_and_chunk(&h, &[&src]).await;
+    let fake = FakeVoyage::start(FakeConfig::default()).await.unwrap();
+    let mut cfg = VoyageConfig::new(&fake.base_url(), "revoked-key");
+    cfg.dims = 256;
+    let err = embed(&h, Arc::new(VoyageEmbedder::new(cfg).unwrap()))
+        .await
+        .unwrap_err();
+    assert!(matches!(err, WorkerError::Auth(_)), "{err}");
+    assert!(err.to_string().contains("VOYAGE_API_KEY"), "{err}");
+    assert!(vectors(&h.store).await.is_empty());
+
+    // With the right key, a new worker gets every event again and embeds everything.
+    let mut cfg = VoyageConfig::new(&fake.base_url(), "test-key");
+    cfg.dims = 256;
+    let report = embed(&h, Arc::new(VoyageEmbedder::new(cfg).unwrap()))
+        .await
+        .unwrap();
+    assert_eq!(report.embed.parts, 5);
+    let distinct: std::collections::HashSet<_> = all_chunks(&h.store)
+        .await
+        .iter()
+        .map(|c| c.content_hash)
+        .collect();
+    assert_eq!(vectors(&h.store).await.len(), distinct.len());
+}
