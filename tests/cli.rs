@@ -226,3 +226,98 @@ fn chunk_works_in_a_directory_whose_path_cannot_be_a_repository_id() {
     let chunks = crate::support::json_lines(&out);
     assert!(chunks.iter().any(|c| c["symbol"] == "main"), "{chunks:?}");
 }
+
+#[test]
+fn embed_works_on_the_local_model_with_no_key_and_a_rerun_sends_nothing() {
+    let src = SourceRepo::new();
+    src.commit(
+        &[
+            (
+                "billing.py",
+                file(
+                    "import decimal\n\n\ndef refund(order, amount):\n    \"\"\"Refund part of an order.\"\"\"\n    return order.pay(-decimal.Decimal(amount))\n",
+                ),
+            ),
+            ("README.md", file("# Billing\n\nRefunds and invoices.\n")),
+        ],
+        false,
+    );
+    let work = tempfile::tempdir().unwrap();
+    let run = |args: &[&str]| {
+        let out = trawl()
+            .current_dir(work.path())
+            .env_remove("VOYAGE_API_KEY")
+            .args(args)
+            .output()
+            .unwrap();
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let repo = src.path().to_string_lossy().into_owned();
+    assert_eq!(run(&["fetch", "--repo", &repo]).0, Some(0));
+    assert_eq!(run(&["chunk-worker", "--once"]).0, Some(0));
+
+    let (code, out, err) = run(&["embed", "--once", "--json"]);
+    assert_eq!(code, Some(0), "{err}");
+    let report: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let e = &report["embed"];
+    assert_eq!(e["embedder"], "local");
+    assert!(
+        e["model"]
+            .as_str()
+            .unwrap()
+            .starts_with("all-MiniLM-L6-v2@")
+    );
+    assert_eq!(e["dims"], 384);
+    assert!(e["cache_misses"].as_u64().unwrap() >= 3, "{e}");
+    assert!(e["tokens_sent"].as_u64().unwrap() > 0);
+    assert_eq!(e["estimated_cost_usd"], 0.0);
+    assert!(
+        work.path()
+            .join(".trawl/runs")
+            .join(format!("{}.json", report["run"].as_str().unwrap()))
+            .is_file()
+    );
+
+    // Everything is embedded: pricing the whole store again finds nothing to send.
+    let (code, out, _) = run(&["embed", "--all", "--dry-run", "--json"]);
+    assert_eq!(code, Some(0));
+    let dry: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(dry["embed"]["tokens_sent"], 0);
+    assert_eq!(dry["embed"]["cache_misses"], 0);
+
+    // Pricing a Voyage re-embed needs no key and sends nothing; doing it needs the key.
+    let (code, out, err) = run(&[
+        "embed",
+        "--all",
+        "--dry-run",
+        "--embedder",
+        "voyage",
+        "--json",
+    ]);
+    assert_eq!(code, Some(0), "{err}");
+    let priced: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert!(priced["embed"]["cache_misses"].as_u64().unwrap() >= 3);
+    assert!(priced["embed"]["estimated_cost_usd"].as_f64().unwrap() > 0.0);
+    assert_eq!(priced["embed"]["http_requests"], 0);
+    assert!(
+        !work
+            .path()
+            .join(".trawl/embeddings/space=voyage-code-3.1024.float")
+            .exists()
+    );
+    let (code, _, err) = run(&["embed", "--once", "--embedder", "voyage"]);
+    assert_ne!(code, Some(0));
+    assert!(err.contains("VOYAGE_API_KEY"), "{err}");
+
+    let (code, out, err) = run(&[
+        "sql",
+        "--csv",
+        "SELECT count(*) AS n FROM chunks c JOIN embeddings e ON c.content_hash = e.content_hash",
+    ]);
+    assert_eq!(code, Some(0), "{err}");
+    assert_ne!(out.lines().nth(1), Some("0"), "{out}");
+}

@@ -79,6 +79,21 @@ async fn embed(h: &Harness, e: Arc<dyn Embedder>) -> Result<RunReport, WorkerErr
         .await
 }
 
+async fn backfill(h: &Harness, e: &Arc<dyn Embedder>, dry_run: bool) -> RunReport {
+    EmbedWorker::new(
+        h.store.clone(),
+        None,
+        e.clone(),
+        Options {
+            dry_run,
+            ..options("hash")
+        },
+    )
+    .backfill(&|_, _| {})
+    .await
+    .unwrap()
+}
+
 async fn all_chunks(store: &Store) -> Vec<ChunkRecord> {
     let mut out = Vec::new();
     for key in store.list("chunks/").await.unwrap() {
@@ -170,12 +185,10 @@ async fn every_chunk_is_embedded_once_and_a_fork_or_a_rerun_sends_nothing() {
     assert_eq!((second.embed.tokens_sent, second.embed.requests), (0, 0));
 
     // A new worker (a new process) rebuilds the cache from the store and sends nothing.
-    let backfill = EmbedWorker::new(h.store.clone(), None, hash.clone(), options("hash"))
-        .backfill(&|_, _| {})
-        .await
-        .unwrap();
-    assert_eq!(backfill.embed.tokens_sent, 0);
-    assert_eq!(backfill.embed.chunks as usize, 2 * chunks.len());
+    let hash: Arc<dyn Embedder> = hash;
+    let rescan = backfill(&h, &hash, false).await;
+    assert_eq!(rescan.embed.tokens_sent, 0);
+    assert_eq!(rescan.embed.chunks as usize, 2 * chunks.len());
     assert_eq!(vectors(&h.store).await.len(), got.len());
 }
 
@@ -196,18 +209,7 @@ async fn a_model_change_fills_a_new_space_and_leaves_the_old_one_serving() {
     assert!(!old.is_empty());
 
     let new: Arc<dyn Embedder> = Arc::new(HashEmbedder::new(128).unwrap());
-    let dry = EmbedWorker::new(
-        h.store.clone(),
-        None,
-        new.clone(),
-        Options {
-            dry_run: true,
-            ..options("hash")
-        },
-    )
-    .backfill(&|_, _| {})
-    .await
-    .unwrap();
+    let dry = backfill(&h, &new, true).await;
     let chunks = all_chunks(&h.store)
         .await
         .iter()
@@ -226,10 +228,7 @@ async fn a_model_change_fills_a_new_space_and_leaves_the_old_one_serving() {
         "a dry run writes nothing"
     );
 
-    let filled = EmbedWorker::new(h.store.clone(), None, new.clone(), options("hash"))
-        .backfill(&|_, _| {})
-        .await
-        .unwrap();
+    let filled = backfill(&h, &new, false).await;
     assert_eq!(filled.embed.vectors_written, chunks);
     assert_eq!(
         h.store
@@ -239,18 +238,7 @@ async fn a_model_change_fills_a_new_space_and_leaves_the_old_one_serving() {
         old,
         "the old space is untouched"
     );
-    let again = EmbedWorker::new(
-        h.store.clone(),
-        None,
-        new,
-        Options {
-            dry_run: true,
-            ..options("hash")
-        },
-    )
-    .backfill(&|_, _| {})
-    .await
-    .unwrap();
+    let again = backfill(&h, &new, true).await;
     assert_eq!(again.embed.tokens_sent, 0);
 }
 

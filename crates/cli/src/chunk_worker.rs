@@ -4,7 +4,6 @@ use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
 
-use indicatif::{ProgressBar, ProgressStyle};
 use trawl_chunk_worker::{ChunkWorker, Until};
 use trawl_core::config::Config;
 use trawl_core::store::Store;
@@ -35,23 +34,14 @@ pub async fn run(cfg: &Config, args: Args) -> anyhow::Result<ExitCode> {
     let bus = trawl_core::bus::from_url(&cfg.bus.url, &store, cfg.bus.capacity)?;
     let worker = ChunkWorker::new(store, bus, options(cfg), cfg.chunk.concurrency);
     let metrics = worker.metrics();
-    let bar = ProgressBar::new_spinner();
-    bar.set_style(
-        ProgressStyle::with_template("{spinner} [{elapsed_precise}] {msg}")
-            .expect("a valid template"),
-    );
-    bar.enable_steady_tick(Duration::from_millis(200));
-    let ticker = {
-        let (bar, metrics) = (bar.clone(), metrics.clone());
-        tokio::spawn(async move {
-            loop {
-                let m = metrics.snapshot();
-                bar.set_message(format!(
-                    "{} files, {} chunks, {} dead letters",
-                    m.files, m.chunks, m.dead_letters
-                ));
-                tokio::time::sleep(Duration::from_millis(250)).await;
-            }
+    let live = {
+        let metrics = metrics.clone();
+        crate::progress::Live::start(move || {
+            let m = metrics.snapshot();
+            format!(
+                "{} files, {} chunks, {} dead letters",
+                m.files, m.chunks, m.dead_letters
+            )
         })
     };
     let until = if args.once {
@@ -63,8 +53,7 @@ pub async fn run(cfg: &Config, args: Args) -> anyhow::Result<ExitCode> {
         r = worker.run(until) => Some(r),
         _ = tokio::signal::ctrl_c() => None,
     };
-    ticker.abort();
-    bar.finish_and_clear();
+    live.finish();
     let m = match result {
         Some(r) => r?,
         None => {

@@ -6,7 +6,6 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use anyhow::Context;
-use indicatif::{ProgressBar, ProgressStyle};
 use trawl_core::config::Config;
 use trawl_core::store::Store;
 use trawl_embed_worker::worker::{EmbedReport, Metrics};
@@ -38,40 +37,26 @@ pub struct Args {
     json: bool,
 }
 
-fn spinner(metrics: Arc<Metrics>) -> (ProgressBar, tokio::task::JoinHandle<()>) {
-    let bar = ProgressBar::new_spinner();
-    bar.set_style(
-        ProgressStyle::with_template("{spinner} [{elapsed_precise}] {msg}")
-            .expect("a valid template"),
-    );
-    bar.enable_steady_tick(Duration::from_millis(200));
-    let ticker = {
-        let bar = bar.clone();
-        tokio::spawn(async move {
-            loop {
-                let g = |a: &std::sync::atomic::AtomicU64| a.load(Ordering::Relaxed);
-                bar.set_message(format!(
-                    "{} parts, {} chunks: {} cached, {} to embed, {} vectors written, {} tokens sent",
-                    g(&metrics.parts),
-                    g(&metrics.chunks),
-                    g(&metrics.cache_hits),
-                    g(&metrics.cache_misses),
-                    g(&metrics.vectors_written),
-                    g(&metrics.tokens_sent),
-                ));
-                tokio::time::sleep(Duration::from_millis(250)).await;
-            }
-        })
-    };
-    (bar, ticker)
+fn live(metrics: Arc<Metrics>) -> crate::progress::Live {
+    crate::progress::Live::start(move || {
+        let g = |a: &std::sync::atomic::AtomicU64| a.load(Ordering::Relaxed);
+        format!(
+            "{} parts, {} chunks: {} cached, {} to embed, {} vectors written, {} tokens sent",
+            g(&metrics.parts),
+            g(&metrics.chunks),
+            g(&metrics.cache_hits),
+            g(&metrics.cache_misses),
+            g(&metrics.vectors_written),
+            g(&metrics.tokens_sent),
+        )
+    })
 }
 
 pub async fn run(cfg: &Config, args: Args) -> anyhow::Result<ExitCode> {
     let store = Store::from_url(&cfg.store.url)?;
-    let (embedder, mut opts) =
-        trawl_embed_worker::from_config(&cfg.embed, args.embedder.as_deref())
+    let (embedder, opts) =
+        trawl_embed_worker::from_config(&cfg.embed, args.embedder.as_deref(), args.dry_run)
             .context("cannot start the embedder")?;
-    opts.dry_run = args.dry_run;
     let name = opts.embedder.clone();
     let backfill = args.all || args.dry_run;
     let bus = if backfill {
@@ -94,10 +79,10 @@ pub async fn run(cfg: &Config, args: Args) -> anyhow::Result<ExitCode> {
         worker.space(),
         name,
     );
-    let (bar, ticker) = spinner(worker.metrics());
+    let live = live(worker.metrics());
     let work = async {
         if backfill {
-            let bar = bar.clone();
+            let bar = live.bar.clone();
             worker
                 .backfill(&move |done, total| bar.set_prefix(format!("{done}/{total} parts")))
                 .await
@@ -114,8 +99,7 @@ pub async fn run(cfg: &Config, args: Args) -> anyhow::Result<ExitCode> {
         r = work => Some(r),
         _ = tokio::signal::ctrl_c() => None,
     };
-    ticker.abort();
-    bar.finish_and_clear();
+    live.finish();
     let Some(result) = result else {
         eprintln!("interrupted: events not yet acknowledged will be delivered again");
         return Ok(ExitCode::from(130));
@@ -134,9 +118,9 @@ pub async fn run(cfg: &Config, args: Args) -> anyhow::Result<ExitCode> {
 }
 
 fn print_summary(r: &EmbedReport, run: &str) {
-    let verb = if r.dry_run { "would send" } else { "sent" };
+    let verb = if r.dry_run { "would be sent" } else { "sent" };
     println!(
-        "embed: {} chunks in {} parts · {} already embedded ({:.0} %) · {} {verb}",
+        "embed: {} chunks in {} parts · {} already embedded ({:.0} %) · {} to embed",
         r.chunks,
         r.parts,
         r.cache_hits,

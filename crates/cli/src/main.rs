@@ -8,6 +8,7 @@ mod chunk;
 mod chunk_worker;
 mod embed;
 mod fetch;
+mod progress;
 mod sql;
 
 use std::path::PathBuf;

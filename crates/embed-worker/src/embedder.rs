@@ -263,7 +263,8 @@ pub async fn embed_isolating(
 ) -> Result<(Vec<Outcome>, u64), EmbedError> {
     let mut outcomes: Vec<Option<Outcome>> = vec![None; inputs.len()];
     let mut billed = 0;
-    let mut todo = vec![0..inputs.len()];
+    let mut todo: Vec<std::ops::Range<usize>> = Vec::new();
+    todo.push(0..inputs.len());
     while let Some(range) = todo.pop() {
         if range.is_empty() {
             continue;

@@ -71,10 +71,8 @@ fn terms(text: &str) -> Vec<String> {
         let mut pieces = Vec::new();
         let mut prev_lower = false;
         for c in word.chars() {
-            if c == '_' || (c.is_uppercase() && prev_lower) {
-                if !piece.is_empty() {
-                    pieces.push(std::mem::take(&mut piece));
-                }
+            if (c == '_' || (c.is_uppercase() && prev_lower)) && !piece.is_empty() {
+                pieces.push(std::mem::take(&mut piece));
             }
             if c != '_' {
                 piece.extend(c.to_lowercase());

@@ -32,15 +32,19 @@ use trawl_core::config::EmbedConfig;
 pub const VOYAGE_API_KEY: &str = "VOYAGE_API_KEY";
 
 /// The embedder `cfg` names (`embedder` overrides `cfg.embedder` when given), and the
-/// worker options that go with it.
+/// worker options that go with it. A dry run never calls the provider, so it needs no key.
 pub fn from_config(
     cfg: &EmbedConfig,
     embedder: Option<&str>,
+    dry_run: bool,
 ) -> Result<(Arc<dyn Embedder>, Options), EmbedError> {
     let name = embedder.unwrap_or(&cfg.embedder);
     let e: Arc<dyn Embedder> = match name {
         "voyage" => {
-            let key = std::env::var(VOYAGE_API_KEY).unwrap_or_default();
+            let mut key = std::env::var(VOYAGE_API_KEY).unwrap_or_default();
+            if dry_run && key.is_empty() {
+                key = "dry-run: never sent".into();
+            }
             Arc::new(voyage::VoyageEmbedder::new(voyage::VoyageConfig {
                 base_url: cfg.base_url.clone(),
                 api_key: key,
@@ -86,7 +90,7 @@ pub fn from_config(
         } else {
             0.0
         },
-        dry_run: false,
+        dry_run,
         embedder: name.to_owned(),
     };
     Ok((e, opts))

@@ -234,6 +234,9 @@ enum FlushFailure {
 
 type Flushed = Shared<BoxFuture<'static, Result<(), FlushFailure>>>;
 
+/// A running flush: the hashes it embeds, and how it ended.
+type Running = BoxFuture<'static, (Vec<ContentHash>, Result<(), FlushFailure>)>;
+
 /// Jobs and their unique misses, gathering until a request is full.
 #[derive(Default)]
 struct Pending {
@@ -439,7 +442,7 @@ impl EmbedWorker {
 struct Flows {
     inner: Arc<Inner>,
     pending: Pending,
-    running: FuturesUnordered<BoxFuture<'static, (Vec<ContentHash>, Result<(), FlushFailure>)>>,
+    running: FuturesUnordered<Running>,
     in_flight: HashMap<ContentHash, Flushed>,
 }
 
@@ -698,7 +701,7 @@ impl Inner {
             match e {
                 EmbedError::Auth(_) => tracing::error!(error = %e, "the provider refused the key"),
                 _ => {
-                    tracing::warn!(error = %e, events = p.jobs.len(), "embedding failed; the events go back")
+                    tracing::warn!(error = %e, events = p.jobs.len(), "embedding failed; the events go back");
                 }
             }
             for job in p.jobs {
