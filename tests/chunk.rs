@@ -14,31 +14,10 @@ fn fixture_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/chunk")
 }
 
-fn files_under(dir: &Path, exts: &[&str], out: &mut Vec<PathBuf>) {
-    let Ok(rd) = std::fs::read_dir(dir) else {
-        return;
-    };
-    let mut entries: Vec<_> = rd.flatten().collect();
-    entries.sort_by_key(std::fs::DirEntry::file_name);
-    for e in entries {
-        let p = e.path();
-        if p.is_dir() {
-            files_under(&p, exts, out);
-        } else if p
-            .extension()
-            .and_then(|x| x.to_str())
-            .is_some_and(|x| exts.contains(&x))
-        {
-            out.push(p);
-        }
-    }
-}
-
 /// Chunks every sampled file of a corpus with a small and the default ceiling and checks
 /// every invariant. Returns (files, bytes, chunks).
 fn corpus(root: &Path, exts: &[&str], budget_bytes: usize) -> (usize, usize, usize) {
-    let mut files = Vec::new();
-    files_under(root, exts, &mut files);
+    let files = trawl_chunker::corpus::files_under(root, exts);
     let total: u64 = files
         .iter()
         .filter_map(|f| f.metadata().ok())
@@ -72,18 +51,7 @@ fn corpus(root: &Path, exts: &[&str], budget_bytes: usize) -> (usize, usize, usi
 
 #[test]
 fn invariants_hold_on_the_python_standard_library() {
-    let out = std::process::Command::new("python3")
-        .args([
-            "-c",
-            "import sysconfig;print(sysconfig.get_paths()['stdlib'])",
-        ])
-        .output();
-    let Some(root) = out
-        .ok()
-        .map(|o| PathBuf::from(String::from_utf8_lossy(&o.stdout).trim()))
-    else {
-        panic!("python3 is part of the test machine");
-    };
+    let root = trawl_chunker::corpus::python_stdlib().expect("python3 is part of the test machine");
     let (files, bytes, chunks) = corpus(&root, &["py"], 3_000_000);
     assert!(
         files > 50 && chunks > files,
@@ -101,8 +69,7 @@ fn invariants_hold_on_the_rust_and_c_sources_in_the_cargo_registry() {
 
 #[test]
 fn invariants_hold_on_every_fixture() {
-    let mut files = Vec::new();
-    files_under(&fixture_dir(), FIXTURE_EXTENSIONS, &mut files);
+    let files = trawl_chunker::corpus::files_under(&fixture_dir(), FIXTURE_EXTENSIONS);
     assert_eq!(files.len(), 16);
     for f in files {
         let src = std::fs::read_to_string(&f).unwrap();
@@ -191,8 +158,7 @@ fn render(path: &str, src: &str, ceiling: usize) -> String {
 /// `cargo insta review`.
 #[test]
 fn fixture_snapshots() {
-    let mut files = Vec::new();
-    files_under(&fixture_dir(), FIXTURE_EXTENSIONS, &mut files);
+    let files = trawl_chunker::corpus::files_under(&fixture_dir(), FIXTURE_EXTENSIONS);
     for f in files {
         let name = f.file_name().unwrap().to_string_lossy().replace('.', "_");
         let src = std::fs::read_to_string(&f).unwrap();

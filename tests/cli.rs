@@ -321,3 +321,95 @@ fn embed_works_on_the_local_model_with_no_key_and_a_rerun_sends_nothing() {
     assert_eq!(code, Some(0), "{err}");
     assert_ne!(out.lines().nth(1), Some("0"), "{out}");
 }
+
+#[test]
+fn compact_builds_generations_incrementally_and_rolls_back() {
+    let src = SourceRepo::new();
+    src.commit(
+        &[
+            (
+                "shop/cart.py",
+                file("def add_item(cart, item):\n    cart.append(item)\n"),
+            ),
+            (
+                "shop/pay.py",
+                file("def charge(card, amount):\n    return card.debit(amount)\n"),
+            ),
+        ],
+        false,
+    );
+    let work = tempfile::tempdir().unwrap();
+    let run = |args: &[&str]| {
+        let out = trawl()
+            .current_dir(work.path())
+            .args(args)
+            .args(["--set", "embed.embedder=hash"])
+            .output()
+            .unwrap();
+        let (o, e) = (
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        );
+        assert!(out.status.success(), "{args:?}: {e}");
+        o
+    };
+    let repo = src.path().to_string_lossy().into_owned();
+    run(&["fetch", "--repo", &repo]);
+    run(&["chunk-worker", "--once"]);
+    // Before embedding: everything is searchable by text, and reported as waiting.
+    let out = run(&["compact"]);
+    assert!(out.contains("generation 1 is live"), "{out}");
+    assert!(out.contains("wait for a vector"), "{out}");
+    run(&["embed", "--once"]);
+    let m: serde_json::Value = serde_json::from_str(&run(&["compact", "--json"])).unwrap();
+    assert_eq!(m["generation"], 2);
+    assert_eq!(m["counts"]["text_only"], 0);
+    assert_eq!(m["space"]["model"], "trawl-hash-v1");
+    let again: serde_json::Value = serde_json::from_str(&run(&["compact", "--json"])).unwrap();
+    assert_eq!(
+        again["build"]["bytes_written"], 0,
+        "nothing changed: all reused"
+    );
+    let out = run(&["index", "rollback"]);
+    assert!(out.contains("from generation 3 to 2"), "{out}");
+    let current: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(work.path().join(".trawl/index/CURRENT")).unwrap())
+            .unwrap();
+    assert_eq!(current["generation"], 2);
+    let out = run(&["compact", "--gc", "--set", "compact.keep=1"]);
+    assert!(out.contains("kept generations [2]"), "{out}");
+    // What is left is CURRENT, generation 2's manifest, and the segments it lists (some
+    // reused from generation 1); generation 3 (rolled back from) is gone.
+    fn files(dir: &std::path::Path, root: &std::path::Path, out: &mut Vec<String>) {
+        for e in std::fs::read_dir(dir).unwrap().flatten() {
+            if e.path().is_dir() {
+                files(&e.path(), root, out);
+            } else {
+                let rel = e.path().strip_prefix(root).unwrap().to_owned();
+                out.push(rel.to_string_lossy().replace('\\', "/"));
+            }
+        }
+    }
+    let root = work.path().join(".trawl");
+    let mut left = Vec::new();
+    files(&root.join("index"), &root, &mut left);
+    let m2: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(root.join("index/gen=2/manifest.json")).unwrap())
+            .unwrap();
+    let dirs: Vec<String> = m2["shards"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|s| s["segments"].as_array().unwrap().clone())
+        .map(|seg| format!("{}/", seg["dir"].as_str().unwrap()))
+        .collect();
+    for f in &left {
+        assert!(
+            f == "index/CURRENT"
+                || f == "index/gen=2/manifest.json"
+                || dirs.iter().any(|d| f.starts_with(d.as_str())),
+            "{f} should have been collected"
+        );
+    }
+    assert!(!left.iter().any(|f| f.starts_with("index/gen=3/")));
+}

@@ -3,6 +3,7 @@
 
 mod chunk;
 mod cli;
+mod compact;
 mod embed;
 mod fetch;
 mod pipeline;

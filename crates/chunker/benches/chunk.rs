@@ -14,26 +14,9 @@ use text_splitter::{ChunkConfig, CodeSplitter};
 use trawl_chunker::records::{Source, to_records};
 use trawl_chunker::{Options, Strategy, chunk, lang};
 
-fn files_under(dir: &Path, ext: &str, out: &mut Vec<PathBuf>) {
-    let Ok(rd) = std::fs::read_dir(dir) else {
-        return;
-    };
-    let mut entries: Vec<_> = rd.flatten().collect();
-    entries.sort_by_key(std::fs::DirEntry::file_name);
-    for e in entries {
-        let p = e.path();
-        if p.is_dir() {
-            files_under(&p, ext, out);
-        } else if p.extension().and_then(|x| x.to_str()) == Some(ext) {
-            out.push(p);
-        }
-    }
-}
-
 /// Up to `budget` bytes of UTF-8 files, sampled evenly.
 fn corpus(root: &Path, ext: &str, budget: usize) -> Vec<(String, String)> {
-    let mut files = Vec::new();
-    files_under(root, ext, &mut files);
+    let files = trawl_chunker::corpus::files_under(root, &[ext]);
     let all: Vec<(String, String)> = files
         .into_iter()
         .filter_map(|f| {
@@ -193,15 +176,7 @@ fn main() {
         .and_then(|v| v.parse().ok())
         .unwrap_or(8)
         * 1_000_000;
-    let stdlib = std::process::Command::new("python3")
-        .args([
-            "-c",
-            "import sysconfig;print(sysconfig.get_paths()['stdlib'])",
-        ])
-        .output()
-        .ok()
-        .map(|o| PathBuf::from(String::from_utf8_lossy(&o.stdout).trim()));
-    if let Some(root) = stdlib.filter(|p| p.is_dir()) {
+    if let Some(root) = trawl_chunker::corpus::python_stdlib() {
         bench(
             "Python standard library",
             "python",

@@ -32,6 +32,7 @@
 
 pub mod ast;
 pub mod check;
+pub mod corpus;
 pub mod lang;
 pub mod markdown;
 pub mod records;

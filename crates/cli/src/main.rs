@@ -6,6 +6,7 @@
 
 mod chunk;
 mod chunk_worker;
+mod compact;
 mod embed;
 mod fetch;
 mod progress;
@@ -55,10 +56,26 @@ enum Command {
     /// Embed the chunks that `trawl chunk-worker` wrote: only those never embedded in this
     /// model's space; a run report goes to runs/<run>.json.
     Embed(embed::Args),
+    /// Build the next index generation (vector + text shards) from the live chunks and their
+    /// vectors, reusing what did not change, and make it live.
+    Compact(compact::Args),
+    /// Manage index generations.
+    #[command(subcommand)]
+    Index(compact::IndexCommand),
     /// Query the store's tables (chunks, manifests, embeddings) with SQL (DataFusion).
     Sql(sql::Args),
     /// Print the effective configuration (defaults, file, environment and flags applied).
     Config,
+}
+
+/// The configured store, which must exist already (a reading command never creates one).
+pub fn existing_store(cfg: &Config) -> anyhow::Result<trawl_core::store::Store> {
+    anyhow::ensure!(
+        trawl_core::store::Store::exists(&cfg.store.url),
+        "no store at {}: run `trawl fetch` first, or pass --store",
+        cfg.store.url
+    );
+    Ok(trawl_core::store::Store::from_url(&cfg.store.url)?)
 }
 
 fn parse_set(s: &str) -> Result<(String, String), String> {
@@ -113,6 +130,8 @@ fn main() -> ExitCode {
             Command::Chunk(args) => chunk::run(&args),
             Command::ChunkWorker(args) => chunk_worker::run(&cfg, args).await,
             Command::Embed(args) => embed::run(&cfg, args).await,
+            Command::Compact(args) => compact::run(&cfg, args).await,
+            Command::Index(cmd) => compact::index(&cfg, cmd).await,
             Command::Sql(args) => sql::run(&cfg, args).await,
             Command::Config => {
                 let text = toml::to_string_pretty(&cfg)?;

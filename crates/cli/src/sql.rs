@@ -69,12 +69,7 @@ pub fn session(store: &Store) -> anyhow::Result<SessionContext> {
 }
 
 pub async fn run(cfg: &Config, args: Args) -> anyhow::Result<ExitCode> {
-    anyhow::ensure!(
-        Store::exists(&cfg.store.url),
-        "no store at {}: run `trawl fetch` first, or pass --store",
-        cfg.store.url
-    );
-    let store = Store::from_url(&cfg.store.url)?;
+    let store = crate::existing_store(cfg)?;
     let ctx = session(&store)?;
     let df = ctx.sql(&args.query).await.context("planning the query")?;
     let batches = df.collect().await.context("running the query")?;

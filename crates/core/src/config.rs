@@ -18,7 +18,33 @@ pub struct Config {
     pub fetch: FetchConfig,
     pub chunk: ChunkConfig,
     pub embed: EmbedConfig,
+    pub compact: CompactConfig,
     pub log: LogConfig,
+}
+
+/// The compactor: shards, merges, generations kept.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct CompactConfig {
+    /// Shards of a full build (chunks are spread by a hash of their id).
+    pub shards: u32,
+    /// Generations `trawl compact --gc` keeps (the live one and those before it).
+    pub keep: usize,
+    /// A shard with more segments than this is merged into one.
+    pub max_segments: usize,
+    /// A shard whose deleted docs exceed this fraction is merged into one segment.
+    pub merge_tombstone_ratio: f64,
+}
+
+impl Default for CompactConfig {
+    fn default() -> Self {
+        Self {
+            shards: 4,
+            keep: 3,
+            max_segments: 8,
+            merge_tombstone_ratio: 0.25,
+        }
+    }
 }
 
 /// The embed stage: which embedder, its vector space, the provider's limits, the cost.

@@ -155,6 +155,70 @@ impl Store {
         }
     }
 
+    /// Reads `key` with its version (e-tag); `None` if it does not exist.
+    pub async fn get_versioned(&self, key: &str) -> Result<Option<(Bytes, Version)>, Error> {
+        match self.inner.get(&self.path(key)).await {
+            Ok(r) => {
+                let version = Version {
+                    e_tag: r.meta.e_tag.clone(),
+                    version: r.meta.version.clone(),
+                };
+                let bytes = r.bytes().await.map_err(Self::err(StoreOp::Get, key))?;
+                Ok(Some((bytes, version)))
+            }
+            Err(object_store::Error::NotFound { .. }) => Ok(None),
+            Err(e) => Err(Self::err(StoreOp::Get, key)(e)),
+        }
+    }
+
+    /// Replaces `key` only if it is still at `expected` (`None`: only if it does not exist),
+    /// as a conditional put. Where the backend has no conditional update (a local directory),
+    /// it re-reads the version, then writes atomically (write and rename): safe against a
+    /// crash, not against two writers racing. Returns `false` when someone else changed it.
+    pub async fn swap(
+        &self,
+        key: &str,
+        bytes: Bytes,
+        expected: Option<&Version>,
+    ) -> Result<bool, Error> {
+        let Some(expected) = expected else {
+            return self.create(key, bytes).await;
+        };
+        let opts = PutOptions {
+            mode: PutMode::Update(object_store::UpdateVersion {
+                e_tag: expected.e_tag.clone(),
+                version: expected.version.clone(),
+            }),
+            ..PutOptions::default()
+        };
+        match self
+            .inner
+            .put_opts(&self.path(key), PutPayload::from_bytes(bytes.clone()), opts)
+            .await
+        {
+            Ok(_) => Ok(true),
+            Err(object_store::Error::Precondition { .. }) => Ok(false),
+            Err(object_store::Error::NotImplemented { .. }) => {
+                let now = self.get_versioned(key).await?.map(|(_, v)| v);
+                if now.as_ref() != Some(expected) {
+                    return Ok(false);
+                }
+                self.put(key, bytes).await?;
+                Ok(true)
+            }
+            Err(e) => Err(Self::err(StoreOp::Put, key)(e)),
+        }
+    }
+
+    /// Whether `key` exists (a metadata request, the object is not read).
+    pub async fn exists_key(&self, key: &str) -> Result<bool, Error> {
+        match self.inner.head(&self.path(key)).await {
+            Ok(_) => Ok(true),
+            Err(object_store::Error::NotFound { .. }) => Ok(false),
+            Err(e) => Err(Self::err(StoreOp::Get, key)(e)),
+        }
+    }
+
     /// Reads `key`; `None` if it does not exist.
     pub async fn get(&self, key: &str) -> Result<Option<Bytes>, Error> {
         match self.inner.get(&self.path(key)).await {
@@ -223,6 +287,13 @@ impl Store {
     }
 }
 
+/// The version of an object, for [`Store::swap`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Version {
+    pub e_tag: Option<String>,
+    pub version: Option<String>,
+}
+
 /// The object layout of ARCHITECTURE.md, as functions of validated identities.
 pub mod keys {
     use crate::ids::{CommitId, RepoId, RunId};
@@ -276,6 +347,22 @@ pub mod keys {
         )
     }
 
+    /// The name of a vector space: `<model>.<dims>.<dtype>`, with every character of the
+    /// model outside `[A-Za-z0-9._-]` replaced by `-`, so it is a safe directory name.
+    pub fn space(model: &str, dims: u32, dtype: &str) -> String {
+        let model: String = model
+            .chars()
+            .map(|c| {
+                if c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-') {
+                    c
+                } else {
+                    '-'
+                }
+            })
+            .collect();
+        format!("{model}.{dims}.{dtype}")
+    }
+
     /// `embeddings/space=<space>/`: every part of one vector space.
     pub fn embedding_space(space: &str) -> String {
         format!("embeddings/space={space}/")
@@ -321,6 +408,36 @@ mod tests {
         let v: serde_json::Value = store.get_json("repos/x/state.json").await.unwrap().unwrap();
         assert_eq!(v["k"], 1);
         assert_eq!(store.list("nothing/").await.unwrap(), Vec::<String>::new());
+
+        // Compare-and-swap: create when absent, replace only from the version read.
+        assert!(
+            store
+                .swap("cur", Bytes::from_static(b"1"), None)
+                .await
+                .unwrap()
+        );
+        assert!(
+            !store
+                .swap("cur", Bytes::from_static(b"x"), None)
+                .await
+                .unwrap()
+        );
+        let (_, v1) = store.get_versioned("cur").await.unwrap().unwrap();
+        assert!(
+            store
+                .swap("cur", Bytes::from_static(b"2"), Some(&v1))
+                .await
+                .unwrap()
+        );
+        let (_, v2) = store.get_versioned("cur").await.unwrap().unwrap();
+        assert_ne!(v1, v2, "a write makes a new version");
+        assert!(
+            !store
+                .swap("cur", Bytes::from_static(b"3"), Some(&v1))
+                .await
+                .unwrap()
+        );
+        assert_eq!(store.get("cur").await.unwrap().unwrap(), "2");
     }
 
     #[tokio::test]

@@ -33,40 +33,13 @@ use trawl_embed_worker::voyage::{VoyageConfig, VoyageEmbedder};
 use trawl_embed_worker::worker::CHUNKS_TOPIC;
 use trawl_embed_worker::{EmbedWorker, Options, Until};
 
-fn stdlib() -> PathBuf {
-    let out = std::process::Command::new("python3")
-        .args([
-            "-c",
-            "import sysconfig;print(sysconfig.get_paths()['stdlib'])",
-        ])
-        .output()
-        .expect("python3 runs");
-    PathBuf::from(String::from_utf8_lossy(&out.stdout).trim())
-}
-
-fn py_files(dir: &Path, out: &mut Vec<PathBuf>) {
-    let Ok(rd) = std::fs::read_dir(dir) else {
-        return;
-    };
-    let mut entries: Vec<_> = rd.flatten().collect();
-    entries.sort_by_key(std::fs::DirEntry::file_name);
-    for e in entries {
-        let p = e.path();
-        if p.is_dir() {
-            if !p.ends_with("site-packages") && !p.ends_with("test") {
-                py_files(&p, out);
-            }
-        } else if p.extension().is_some_and(|x| x == "py") {
-            out.push(p);
-        }
-    }
-}
-
 /// Chunk parts of the standard library, one per file, until `tokens` fake tokens.
 fn chunk_parts(tokens: u64) -> Vec<(String, Vec<ChunkRecord>)> {
-    let root = stdlib();
-    let mut files = Vec::new();
-    py_files(&root, &mut files);
+    let root = trawl_chunker::corpus::python_stdlib().expect("python3 and its standard library");
+    let files: Vec<PathBuf> = trawl_chunker::corpus::files_under(&root, &["py"])
+        .into_iter()
+        .filter(|p| !p.components().any(|c| c.as_os_str() == "test"))
+        .collect();
     let repo = RepoId::parse("github.com/python/cpython").expect("a repo id");
     let opts = ChunkOptions::default();
     let mut out = Vec::new();

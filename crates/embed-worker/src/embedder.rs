@@ -98,18 +98,7 @@ impl Space {
     /// `<model>.<dims>.<dtype>`, with every character outside `[A-Za-z0-9._-]` replaced by
     /// `-`: the directory name of the space's parts.
     pub fn key(&self) -> String {
-        let model: String = self
-            .model
-            .chars()
-            .map(|c| {
-                if c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-') {
-                    c
-                } else {
-                    '-'
-                }
-            })
-            .collect();
-        format!("{model}.{}.{}", self.dims, self.dtype)
+        trawl_core::store::keys::space(&self.model, self.dims, self.dtype.as_str())
     }
 }
 

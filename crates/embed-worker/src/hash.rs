@@ -14,6 +14,9 @@ use crate::embedder::{
     normalize,
 };
 
+/// The hash embedder's model name.
+pub const MODEL: &str = "trawl-hash-v1";
+
 /// See the module documentation.
 pub struct HashEmbedder {
     space: Space,
@@ -26,7 +29,7 @@ impl HashEmbedder {
         }
         Ok(Self {
             space: Space {
-                model: "trawl-hash-v1".into(),
+                model: MODEL.into(),
                 dims,
                 dtype: Dtype::Float,
             },

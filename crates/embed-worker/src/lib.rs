@@ -31,6 +31,35 @@ use trawl_core::config::EmbedConfig;
 /// The environment variable holding the Voyage key. It is read here and never logged.
 pub const VOYAGE_API_KEY: &str = "VOYAGE_API_KEY";
 
+/// The vector space the embedder `cfg` names writes, without starting it (the local model is
+/// not loaded, only its weights hashed).
+pub fn space_of(cfg: &EmbedConfig, embedder: Option<&str>) -> Result<Space, EmbedError> {
+    match embedder.unwrap_or(&cfg.embedder) {
+        "voyage" => Ok(Space {
+            model: cfg.model.clone(),
+            dims: cfg.dims,
+            dtype: cfg.dtype.parse()?,
+        }),
+        "local" => local::space_of(&model_dir(cfg)),
+        "hash" => Ok(Space {
+            model: hash::MODEL.into(),
+            dims: cfg.hash_dims,
+            dtype: Dtype::Float,
+        }),
+        other => Err(EmbedError::Config(format!(
+            "unknown embedder {other:?}: use local, voyage or hash"
+        ))),
+    }
+}
+
+fn model_dir(cfg: &EmbedConfig) -> std::path::PathBuf {
+    if cfg.model_dir.as_os_str().is_empty() {
+        local::default_model_dir()
+    } else {
+        cfg.model_dir.clone()
+    }
+}
+
 /// The embedder `cfg` names (`embedder` overrides `cfg.embedder` when given), and the
 /// worker options that go with it. A dry run never calls the provider, so it needs no key.
 pub fn from_config(
@@ -61,14 +90,10 @@ pub fn from_config(
                 timeout: Duration::from_secs(cfg.timeout_secs.max(1)),
             })?)
         }
-        "local" => {
-            let dir = if cfg.model_dir.as_os_str().is_empty() {
-                local::default_model_dir()
-            } else {
-                cfg.model_dir.clone()
-            };
-            Arc::new(local::LocalEmbedder::load(&dir, cfg.local_batch)?)
-        }
+        "local" => Arc::new(local::LocalEmbedder::load(
+            &model_dir(cfg),
+            cfg.local_batch,
+        )?),
         "hash" => Arc::new(hash::HashEmbedder::new(cfg.hash_dims)?),
         other => {
             return Err(EmbedError::Config(format!(

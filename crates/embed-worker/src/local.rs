@@ -86,7 +86,6 @@ impl LocalEmbedder {
             .map_err(|e| model_err("config.json is not a BERT config", dir, e))?;
         let raw: serde_json::Value =
             serde_json::from_str(&config_text).map_err(|e| model_err("config.json", dir, e))?;
-        let hidden = raw["hidden_size"].as_u64().unwrap_or(0) as u32;
         let positions = raw["max_position_embeddings"].as_u64().unwrap_or(512) as usize;
         let max_seq = std::fs::read_to_string(dir.join("sentence_bert_config.json"))
             .ok()
@@ -96,7 +95,7 @@ impl LocalEmbedder {
 
         let weights = std::fs::read(dir.join("model.safetensors"))
             .map_err(|e| model_err("cannot read model.safetensors", dir, e))?;
-        let fingerprint = blake3::hash(&weights).to_hex()[..8].to_owned();
+        let space = space_from(dir, &raw, &weights);
         let vb = VarBuilder::from_buffered_safetensors(weights, DType::F32, &Device::Cpu)
             .map_err(|e| model_err("model.safetensors", dir, e))?;
         let bert = BertModel::load(vb, &config)
@@ -115,15 +114,8 @@ impl LocalEmbedder {
             ..PaddingParams::default()
         }));
 
-        let name = dir
-            .file_name()
-            .map_or_else(|| "local".into(), |n| n.to_string_lossy().into_owned());
         Ok(Self {
-            space: Space {
-                model: format!("{name}@{fingerprint}"),
-                dims: hidden,
-                dtype: Dtype::Float,
-            },
+            space,
             model: Arc::new(Model { bert, tokenizer }),
             batch: batch.max(1),
             max_seq,
@@ -150,6 +142,30 @@ fn pools(n: usize) -> Result<Vec<rayon::ThreadPool>, EmbedError> {
                 .map_err(|e| EmbedError::Model(format!("cannot start inference threads: {e}")))
         })
         .collect()
+}
+
+/// The vector space of the model in `dir`, without loading it (reads the config and hashes the
+/// weights).
+pub fn space_of(dir: &Path) -> Result<Space, EmbedError> {
+    let config_text = std::fs::read_to_string(dir.join("config.json"))
+        .map_err(|e| model_err("cannot read config.json", dir, e))?;
+    let raw: serde_json::Value =
+        serde_json::from_str(&config_text).map_err(|e| model_err("config.json", dir, e))?;
+    let weights = std::fs::read(dir.join("model.safetensors"))
+        .map_err(|e| model_err("cannot read model.safetensors", dir, e))?;
+    Ok(space_from(dir, &raw, &weights))
+}
+
+fn space_from(dir: &Path, config: &serde_json::Value, weights: &[u8]) -> Space {
+    let fingerprint = &blake3::hash(weights).to_hex()[..8];
+    let name = dir
+        .file_name()
+        .map_or_else(|| "local".into(), |n| n.to_string_lossy().into_owned());
+    Space {
+        model: format!("{name}@{fingerprint}"),
+        dims: config["hidden_size"].as_u64().unwrap_or(0) as u32,
+        dtype: Dtype::Float,
+    }
 }
 
 /// Embeds one batch; returns unit vectors and the real token count.

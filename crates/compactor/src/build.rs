@@ -1,0 +1,370 @@
+//! Builds a generation from the live set, reusing what the live generation already holds.
+//!
+//! Docs are spread over `shards` by a hash of their chunk id. For each shard the docs the live
+//! generation holds (minus its tombstones) are compared with the live set by
+//! [`crate::docs::DocKey`] (chunk id, content hash, has-vector):
+//! - nothing changed → the shard's segments and tombstones are reused as they are;
+//! - docs added or changed → one new delta segment holds them; docs removed or replaced →
+//!   tombstones (ords by segment), written as one small file;
+//! - size-tiered merge: when the tombstones would exceed `merge_tombstone_ratio` of the shard's
+//!   docs, or its segments `max_segments`, the shard is rebuilt into one segment.
+//!
+//! A format, space or shard-count change rebuilds everything. Nothing of the live generation is
+//! touched: the new one is written beside it, then `CURRENT` is swapped.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::time::Instant;
+
+use trawl_core::store::Store;
+
+use crate::docs::{DocKey, DocRow};
+use crate::generation::{
+    self, BuildStats, Counts, FORMAT_VERSION, Manifest, SegmentEntry, ShardEntry, Tombstones,
+};
+use crate::segment::{self, SpaceInfo, VectorData};
+use crate::{CompactError, Progress};
+
+/// One chunk of the live set.
+#[derive(Clone, Debug)]
+pub struct LiveDoc {
+    pub doc: DocRow,
+    pub vector: Option<VectorData>,
+}
+
+/// How a generation is built.
+#[derive(Clone, Debug)]
+pub struct BuildOptions {
+    /// Shards of a full build (an incremental build keeps the live generation's count).
+    pub shards: u32,
+    /// Rebuild everything even when the live generation could be reused.
+    pub full: bool,
+    pub max_segments: usize,
+    pub merge_tombstone_ratio: f64,
+    pub threads: usize,
+    /// Run ids recorded in the manifest.
+    pub source_runs: Vec<String>,
+}
+
+impl Default for BuildOptions {
+    fn default() -> Self {
+        Self {
+            shards: 4,
+            full: false,
+            max_segments: 8,
+            merge_tombstone_ratio: 0.25,
+            threads: std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get),
+            source_runs: Vec::new(),
+        }
+    }
+}
+
+/// The shard of a chunk.
+pub fn shard_of(doc: &DocRow, shards: u32) -> u32 {
+    let b = doc.chunk_id.as_bytes();
+    (u64::from_le_bytes(b[..8].try_into().expect("8 bytes")) % u64::from(shards.max(1))) as u32
+}
+
+/// Resolves callee names to chunk ids of definitions in the same repository.
+pub fn resolve_calls(docs: &mut [LiveDoc]) {
+    let mut by_name: HashMap<(&str, &str), Vec<trawl_core::ChunkId>> = HashMap::new();
+    for d in docs.iter() {
+        if let Some(s) = &d.doc.symbol
+            && matches!(
+                d.doc.kind.as_str(),
+                "function" | "method" | "class" | "struct" | "enum" | "interface" | "trait"
+            )
+        {
+            by_name
+                .entry((d.doc.repo_id.as_str(), s.as_str()))
+                .or_default()
+                .push(d.doc.chunk_id);
+        }
+    }
+    let resolved: Vec<Vec<trawl_core::ChunkId>> = docs
+        .iter()
+        .map(|d| {
+            let mut ids = Vec::new();
+            for c in &d.doc.calls {
+                if let Some(v) = by_name.get(&(d.doc.repo_id.as_str(), c.as_str())) {
+                    ids.extend(v.iter().take(4).filter(|id| **id != d.doc.chunk_id));
+                }
+            }
+            ids.sort();
+            ids.dedup();
+            ids
+        })
+        .collect();
+    for (d, ids) in docs.iter_mut().zip(resolved) {
+        d.doc.call_ids = ids;
+    }
+}
+
+/// What the live generation holds in one shard: live docs by key → (segment dir, ord).
+async fn shard_contents(
+    store: &Store,
+    entry: &ShardEntry,
+) -> Result<(HashMap<DocKey, (String, u64)>, Tombstones, u64), CompactError> {
+    let tomb: Tombstones = match &entry.tombstones {
+        Some(k) => store.get_json(k).await?.unwrap_or_default(),
+        None => Tombstones::default(),
+    };
+    let mut live = HashMap::new();
+    let mut total = 0;
+    for seg in &entry.segments {
+        let key = format!("{}/docs.parquet", seg.dir);
+        let bytes = store.get(&key).await?.ok_or_else(|| {
+            CompactError::Format(format!("segment file {key} is missing from the store"))
+        })?;
+        let rows: Vec<DocRow> = trawl_core::records::from_parquet(bytes)?;
+        total += rows.len() as u64;
+        let dead: HashSet<u64> = tomb
+            .deleted
+            .get(&seg.dir)
+            .map(|v| v.iter().copied().collect())
+            .unwrap_or_default();
+        for r in rows {
+            if !dead.contains(&r.ord) {
+                live.insert(r.key(), (seg.dir.clone(), r.ord));
+            }
+        }
+    }
+    Ok((live, tomb, total))
+}
+
+async fn write_segment(
+    store: &Store,
+    dir: &str,
+    docs: Vec<LiveDoc>,
+    space: Option<&SpaceInfo>,
+    threads: usize,
+) -> Result<SegmentEntry, CompactError> {
+    let mut rows = Vec::with_capacity(docs.len());
+    let mut vectors = Vec::new();
+    for (ord, mut d) in docs.into_iter().enumerate() {
+        d.doc.ord = ord as u64;
+        d.doc.has_vector = d.vector.is_some();
+        if let Some(v) = d.vector {
+            vectors.push((ord as u64, v));
+        }
+        rows.push(d.doc);
+    }
+    let space = space.cloned();
+    let tmp = tempfile::tempdir().map_err(|e| CompactError::Io(e.to_string()))?;
+    let n_vectors = vectors.len() as u64;
+    let n_docs = rows.len() as u64;
+    let path = tmp.path().to_path_buf();
+    let files = tokio::task::spawn_blocking(move || {
+        segment::build(&rows, &vectors, space.as_ref(), &path, threads)
+    })
+    .await
+    .map_err(|e| CompactError::Index(format!("segment build task: {e}")))??;
+    let bytes = files.bytes();
+    store
+        .put(&format!("{dir}/docs.parquet"), files.docs)
+        .await?;
+    if let Some(v) = files.vectors {
+        store.put(&format!("{dir}/vectors.usearch"), v).await?;
+    }
+    let mut names = Vec::new();
+    for (name, b) in files.text {
+        store.put(&format!("{dir}/text/{name}"), b).await?;
+        names.push(name);
+    }
+    Ok(SegmentEntry {
+        dir: dir.to_owned(),
+        docs: n_docs,
+        vectors: n_vectors,
+        bytes,
+        text_files: names,
+    })
+}
+
+/// Builds and publishes the next generation from `live`. Returns its manifest.
+pub async fn build(
+    store: &Store,
+    mut live: Vec<LiveDoc>,
+    space: Option<SpaceInfo>,
+    opts: &BuildOptions,
+    progress: &dyn Progress,
+) -> Result<Manifest, CompactError> {
+    let started = Instant::now();
+    let current = generation::current(store).await?;
+    let previous = match &current {
+        Some((cur, _)) => Some(generation::manifest(store, cur.generation).await?),
+        None => None,
+    };
+    let next = generation::generations(store)
+        .await?
+        .last()
+        .copied()
+        .max(current.as_ref().map(|(c, _)| c.generation))
+        .map_or(1, |g| g + 1);
+    let reusable = previous.as_ref().filter(|p| {
+        !opts.full
+            && p.format_version == FORMAT_VERSION
+            && (p.space.is_none() || space.is_none() || p.space == space)
+    });
+    let shard_count = reusable.map_or(opts.shards.max(1), |p| p.shard_count);
+    resolve_calls(&mut live);
+
+    let mut counts = Counts {
+        chunks: live.len() as u64,
+        ..Counts::default()
+    };
+    let mut repos = HashSet::new();
+    let mut by_shard: BTreeMap<u32, Vec<LiveDoc>> = BTreeMap::new();
+    for d in live {
+        if d.vector.is_some() {
+            counts.with_vector += 1;
+        } else {
+            counts.text_only += 1;
+        }
+        repos.insert(d.doc.repo_id.clone());
+        by_shard
+            .entry(shard_of(&d.doc, shard_count))
+            .or_default()
+            .push(d);
+    }
+    counts.repos = repos.len() as u64;
+
+    let mut stats = BuildStats {
+        full: reusable.is_none(),
+        ..BuildStats::default()
+    };
+    let mut shards = Vec::new();
+    for k in 0..shard_count {
+        progress.shard(k, shard_count);
+        let mut docs = by_shard.remove(&k).unwrap_or_default();
+        docs.sort_by(|a, b| {
+            (a.doc.repo_id.as_str(), &a.doc.path, a.doc.start_line).cmp(&(
+                b.doc.repo_id.as_str(),
+                &b.doc.path,
+                b.doc.start_line,
+            ))
+        });
+        let shard_dir = format!("{}shard={k}", generation::gen_dir(next));
+        let old = reusable.and_then(|p| p.shards.iter().find(|s| s.shard == k));
+        let Some(old) = old else {
+            shards
+                .push(rebuild(store, k, &shard_dir, docs, space.as_ref(), opts, &mut stats).await?);
+            continue;
+        };
+        let (have, mut tomb, total) = shard_contents(store, old).await?;
+        let want: HashSet<DocKey> = docs.iter().map(key_of).collect();
+        let added: Vec<LiveDoc> = docs
+            .iter()
+            .filter(|d| !have.contains_key(&key_of(d)))
+            .cloned()
+            .collect();
+        let removed: Vec<(String, u64)> = have
+            .iter()
+            .filter(|(k, _)| !want.contains(k))
+            .map(|(_, v)| v.clone())
+            .collect();
+        if added.is_empty() && removed.is_empty() {
+            stats.shards_reused += 1;
+            shards.push(old.clone());
+            continue;
+        }
+        let tombstones_after = tomb.count() + removed.len();
+        let docs_after = total as usize + added.len();
+        let merge = tombstones_after as f64 > opts.merge_tombstone_ratio * docs_after as f64
+            || old.segments.len() + 1 > opts.max_segments;
+        if merge {
+            shards
+                .push(rebuild(store, k, &shard_dir, docs, space.as_ref(), opts, &mut stats).await?);
+            continue;
+        }
+        stats.shards_delta += 1;
+        let mut segments = old.segments.clone();
+        if !added.is_empty() {
+            let seg = write_segment(
+                store,
+                &format!("{shard_dir}/seg={}", old.segments.len()),
+                added,
+                space.as_ref(),
+                opts.threads,
+            )
+            .await?;
+            stats.written(&seg);
+            segments.push(seg);
+        }
+        let mut tomb_key = old.tombstones.clone();
+        if !removed.is_empty() {
+            for (dir, ord) in removed {
+                tomb.deleted.entry(dir).or_default().push(ord);
+            }
+            for v in tomb.deleted.values_mut() {
+                v.sort_unstable();
+                v.dedup();
+            }
+            let key = format!("{shard_dir}/tombstones.json");
+            let bytes = serde_json::to_vec(&tomb).expect("serialisable");
+            stats.bytes_written += bytes.len() as u64;
+            stats.tombstones_written += tomb.count() as u64;
+            store.put(&key, bytes::Bytes::from(bytes)).await?;
+            tomb_key = Some(key);
+        }
+        shards.push(ShardEntry {
+            shard: k,
+            live_docs: docs.len() as u64,
+            segments,
+            tombstones: tomb_key,
+        });
+    }
+    stats.seconds = started.elapsed().as_secs_f64();
+    let manifest = Manifest {
+        format_version: FORMAT_VERSION,
+        generation: next,
+        created_at: humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string(),
+        space,
+        shard_count,
+        shards,
+        counts,
+        source_runs: opts.source_runs.clone(),
+        previous: current.as_ref().map(|(c, _)| c.generation),
+        build: stats,
+    };
+    store
+        .put_json(&generation::manifest_key(next), &manifest)
+        .await?;
+    progress.swapping(next);
+    generation::swap(store, next, current.as_ref().map(|(_, v)| v)).await?;
+    Ok(manifest)
+}
+
+/// A shard rebuilt into one segment from all its live docs.
+async fn rebuild(
+    store: &Store,
+    shard: u32,
+    shard_dir: &str,
+    docs: Vec<LiveDoc>,
+    space: Option<&SpaceInfo>,
+    opts: &BuildOptions,
+    stats: &mut BuildStats,
+) -> Result<ShardEntry, CompactError> {
+    let seg = write_segment(
+        store,
+        &format!("{shard_dir}/seg=0"),
+        docs,
+        space,
+        opts.threads,
+    )
+    .await?;
+    stats.written(&seg);
+    stats.shards_rebuilt += 1;
+    Ok(ShardEntry {
+        shard,
+        live_docs: seg.docs,
+        segments: vec![seg],
+        tombstones: None,
+    })
+}
+
+fn key_of(d: &LiveDoc) -> DocKey {
+    DocKey {
+        chunk_id: d.doc.chunk_id,
+        content_hash: d.doc.content_hash,
+        has_vector: d.vector.is_some(),
+    }
+}

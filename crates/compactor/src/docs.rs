@@ -1,0 +1,176 @@
+//! The doc store: one row per indexed chunk of a segment, with what a result and graph
+//! expansion need (metadata, text, and parent/children/callees as chunk ids).
+
+use std::sync::Arc;
+
+use arrow_schema::{DataType, Field, Schema, SchemaRef};
+use serde::{Deserialize, Serialize};
+use trawl_core::ids::{ChunkId, CommitId, ContentHash, RepoId};
+use trawl_core::records::{ChunkRecord, Row};
+
+/// Version of [`DocRow`] written by this release.
+pub const DOC_VERSION: u32 = 1;
+
+/// One indexed chunk. `ord` is its key in the segment's vector and text indexes.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DocRow {
+    pub schema_version: u32,
+    pub ord: u64,
+    pub chunk_id: ChunkId,
+    pub content_hash: ContentHash,
+    /// Whether the chunk is in the segment's vector index (else text-only, waiting for a
+    /// vector).
+    pub has_vector: bool,
+    pub repo_id: RepoId,
+    /// The commit the chunk was indexed at: its file is unchanged since.
+    pub commit: CommitId,
+    pub path: String,
+    pub language: String,
+    pub kind: String,
+    pub symbol: Option<String>,
+    pub qualified_name: Option<String>,
+    pub header: String,
+    pub text: String,
+    pub start_line: u32,
+    pub end_line: u32,
+    pub parent_id: Option<ChunkId>,
+    pub children_ids: Vec<ChunkId>,
+    /// Callee names as written.
+    pub calls: Vec<String>,
+    /// Callees resolved to definitions of the same repository (by name; at most 4 a name).
+    pub call_ids: Vec<ChunkId>,
+    pub imports: Vec<String>,
+}
+
+impl DocRow {
+    pub fn schema() -> SchemaRef {
+        let list = |name: &str| {
+            Field::new(
+                name,
+                DataType::List(Arc::new(Field::new("item", DataType::Utf8, false))),
+                false,
+            )
+        };
+        Arc::new(Schema::new(vec![
+            Field::new("schema_version", DataType::UInt32, false),
+            Field::new("ord", DataType::UInt64, false),
+            Field::new("chunk_id", DataType::Utf8, false),
+            Field::new("content_hash", DataType::Utf8, false),
+            Field::new("has_vector", DataType::Boolean, false),
+            Field::new("repo_id", DataType::Utf8, false),
+            Field::new("commit", DataType::Utf8, false),
+            Field::new("path", DataType::Utf8, false),
+            Field::new("language", DataType::Utf8, false),
+            Field::new("kind", DataType::Utf8, false),
+            Field::new("symbol", DataType::Utf8, true),
+            Field::new("qualified_name", DataType::Utf8, true),
+            Field::new("header", DataType::Utf8, false),
+            Field::new("text", DataType::Utf8, false),
+            Field::new("start_line", DataType::UInt32, false),
+            Field::new("end_line", DataType::UInt32, false),
+            Field::new("parent_id", DataType::Utf8, true),
+            list("children_ids"),
+            list("calls"),
+            list("call_ids"),
+            list("imports"),
+        ]))
+    }
+
+    /// The doc of a chunk indexed at `commit` (`ord` and `call_ids` are set by the build).
+    pub fn from_chunk(c: ChunkRecord, commit: CommitId, has_vector: bool) -> Self {
+        Self {
+            schema_version: DOC_VERSION,
+            ord: 0,
+            chunk_id: c.chunk_id,
+            content_hash: c.content_hash,
+            has_vector,
+            repo_id: c.repo_id,
+            commit,
+            path: c.path,
+            language: c.language,
+            kind: c.kind,
+            symbol: c.symbol,
+            qualified_name: c.qualified_name,
+            header: c.header,
+            text: c.text,
+            start_line: c.start_line,
+            end_line: c.end_line,
+            parent_id: c.parent_id,
+            children_ids: c.children_ids,
+            calls: c.calls,
+            call_ids: Vec::new(),
+            imports: c.imports,
+        }
+    }
+
+    /// What identifies this doc's indexed content: a doc whose key changed is replaced.
+    pub fn key(&self) -> DocKey {
+        DocKey {
+            chunk_id: self.chunk_id,
+            content_hash: self.content_hash,
+            has_vector: self.has_vector,
+        }
+    }
+}
+
+/// See [`DocRow::key`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct DocKey {
+    pub chunk_id: ChunkId,
+    pub content_hash: ContentHash,
+    pub has_vector: bool,
+}
+
+impl Row for DocRow {
+    const NAME: &'static str = "doc";
+    const VERSION: u32 = DOC_VERSION;
+    fn arrow_schema() -> SchemaRef {
+        Self::schema()
+    }
+    fn version(&self) -> u32 {
+        self.schema_version
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use trawl_core::records::{from_parquet, to_parquet};
+
+    #[test]
+    fn docs_round_trip_through_parquet() {
+        let id = trawl_core::hash::chunk_id(
+            &RepoId::parse("github.com/a/b").unwrap(),
+            "x.py",
+            "function",
+            "f",
+            0,
+        );
+        let d = DocRow {
+            schema_version: DOC_VERSION,
+            ord: 3,
+            chunk_id: id,
+            content_hash: trawl_core::hash::content_hash("1", "h", "t"),
+            has_vector: true,
+            repo_id: RepoId::parse("github.com/a/b").unwrap(),
+            commit: "a".repeat(40).parse().unwrap(),
+            path: "x.py".into(),
+            language: "python".into(),
+            kind: "function".into(),
+            symbol: Some("f".into()),
+            qualified_name: None,
+            header: "h".into(),
+            text: "t".into(),
+            start_line: 1,
+            end_line: 2,
+            parent_id: None,
+            children_ids: vec![],
+            calls: vec!["g".into()],
+            call_ids: vec![id],
+            imports: vec![],
+        };
+        let back: Vec<DocRow> =
+            from_parquet(to_parquet(std::slice::from_ref(&d)).unwrap()).unwrap();
+        assert_eq!(back, [d]);
+    }
+}

@@ -1,0 +1,285 @@
+//! Index generations on the store: `index/gen=<n>/manifest.json` and its shards' segments,
+//! made live by swapping `index/CURRENT`.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+use trawl_core::store::{Store, Version};
+
+use crate::CompactError;
+use crate::segment::SpaceInfo;
+
+/// The generation format written by this release. A reader refuses newer formats, and reads
+/// every older one it lists in [`READABLE_FORMATS`].
+pub const FORMAT_VERSION: u32 = 1;
+/// Formats this release reads.
+pub const READABLE_FORMATS: &[u32] = &[1];
+/// The pointer to the live generation.
+pub const CURRENT: &str = "index/CURRENT";
+
+/// `index/CURRENT`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Current {
+    pub format_version: u32,
+    pub generation: u64,
+    pub manifest: String,
+}
+
+/// One segment of a shard; its directory may belong to an older generation (reused).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SegmentEntry {
+    /// `index/gen=<g>/shard=<k>/seg=<s>`
+    pub dir: String,
+    pub docs: u64,
+    pub vectors: u64,
+    pub bytes: u64,
+    /// Names of the text index's files under `<dir>/text/`.
+    pub text_files: Vec<String>,
+}
+
+/// A shard: its segments, and the ords of their docs that are deleted.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ShardEntry {
+    pub shard: u32,
+    pub segments: Vec<SegmentEntry>,
+    /// `index/gen=<n>/shard=<k>/tombstones.json`, when any doc is deleted.
+    pub tombstones: Option<String>,
+    pub live_docs: u64,
+}
+
+/// `<shard>/tombstones.json`: deleted ords by segment directory.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Tombstones {
+    pub deleted: BTreeMap<String, Vec<u64>>,
+}
+
+impl Tombstones {
+    pub fn count(&self) -> usize {
+        self.deleted.values().map(Vec::len).sum()
+    }
+}
+
+/// What a generation holds.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Counts {
+    pub chunks: u64,
+    pub with_vector: u64,
+    /// Chunks indexed for text only, still waiting for a vector.
+    pub text_only: u64,
+    pub repos: u64,
+}
+
+/// How a generation was built.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct BuildStats {
+    pub full: bool,
+    pub shards_reused: u32,
+    pub shards_delta: u32,
+    pub shards_rebuilt: u32,
+    pub segments_written: u32,
+    pub docs_written: u64,
+    pub tombstones_written: u64,
+    pub bytes_written: u64,
+    pub seconds: f64,
+}
+
+impl BuildStats {
+    /// Counts a segment written.
+    pub fn written(&mut self, seg: &SegmentEntry) {
+        self.segments_written += 1;
+        self.docs_written += seg.docs;
+        self.bytes_written += seg.bytes;
+    }
+}
+
+/// `index/gen=<n>/manifest.json`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Manifest {
+    pub format_version: u32,
+    pub generation: u64,
+    /// RFC 3339.
+    pub created_at: String,
+    /// The vector space, when any chunk has a vector.
+    pub space: Option<SpaceInfo>,
+    pub shard_count: u32,
+    pub shards: Vec<ShardEntry>,
+    pub counts: Counts,
+    /// The runs whose output this generation indexes (the repos' last fetch runs).
+    pub source_runs: Vec<String>,
+    pub previous: Option<u64>,
+    pub build: BuildStats,
+}
+
+/// `index/gen=<n>/`.
+pub fn gen_dir(generation: u64) -> String {
+    format!("index/gen={generation}/")
+}
+
+/// `index/gen=<n>/manifest.json`.
+pub fn manifest_key(generation: u64) -> String {
+    format!("{}manifest.json", gen_dir(generation))
+}
+
+fn check_format(found: u32, what: &str) -> Result<(), CompactError> {
+    if READABLE_FORMATS.contains(&found) {
+        return Ok(());
+    }
+    Err(CompactError::Format(if found > FORMAT_VERSION {
+        format!(
+            "{what} has index format {found}, written by a newer trawl (this one reads {READABLE_FORMATS:?}): upgrade trawl"
+        )
+    } else {
+        format!(
+            "{what} has index format {found}, which this trawl no longer reads: run `trawl compact --full` to rebuild"
+        )
+    }))
+}
+
+/// The live generation and its version (for the swap), if any.
+pub async fn current(store: &Store) -> Result<Option<(Current, Version)>, CompactError> {
+    let Some((bytes, version)) = store.get_versioned(CURRENT).await? else {
+        return Ok(None);
+    };
+    let cur: Current = serde_json::from_slice(&bytes)
+        .map_err(|e| CompactError::Format(format!("{CURRENT} is not readable: {e}")))?;
+    check_format(cur.format_version, CURRENT)?;
+    Ok(Some((cur, version)))
+}
+
+/// Reads a generation's manifest.
+pub async fn manifest(store: &Store, generation: u64) -> Result<Manifest, CompactError> {
+    let key = manifest_key(generation);
+    let bytes = store.get(&key).await?.ok_or_else(|| {
+        CompactError::Format(format!("generation {generation} has no manifest ({key})"))
+    })?;
+    let raw: serde_json::Value =
+        serde_json::from_slice(&bytes).map_err(|e| CompactError::Format(format!("{key}: {e}")))?;
+    let format = raw["format_version"].as_u64().unwrap_or(0) as u32;
+    check_format(format, &key)?;
+    serde_json::from_value(raw).map_err(|e| CompactError::Format(format!("{key}: {e}")))
+}
+
+/// The live generation's manifest, if any.
+pub async fn live(store: &Store) -> Result<Option<Manifest>, CompactError> {
+    match current(store).await? {
+        Some((cur, _)) => Ok(Some(manifest(store, cur.generation).await?)),
+        None => Ok(None),
+    }
+}
+
+/// Generations with a manifest, ascending.
+pub async fn generations(store: &Store) -> Result<Vec<u64>, CompactError> {
+    let mut out: Vec<u64> = store
+        .list("index/")
+        .await?
+        .iter()
+        .filter_map(|k| {
+            let rest = k.strip_prefix("index/gen=")?;
+            let (n, tail) = rest.split_once('/')?;
+            (tail == "manifest.json").then(|| n.parse().ok()).flatten()
+        })
+        .collect();
+    out.sort_unstable();
+    Ok(out)
+}
+
+/// Makes `generation` live if `CURRENT` is still at `expected`.
+pub async fn swap(
+    store: &Store,
+    generation: u64,
+    expected: Option<&Version>,
+) -> Result<(), CompactError> {
+    let cur = Current {
+        format_version: FORMAT_VERSION,
+        generation,
+        manifest: manifest_key(generation),
+    };
+    let bytes = bytes::Bytes::from(serde_json::to_vec_pretty(&cur).expect("serialisable"));
+    if store.swap(CURRENT, bytes, expected).await? {
+        Ok(())
+    } else {
+        Err(CompactError::Conflict(
+            "another compaction changed index/CURRENT meanwhile: run `trawl compact` again".into(),
+        ))
+    }
+}
+
+/// Points `CURRENT` back at the generation before the live one. Returns (from, to).
+pub async fn rollback(store: &Store) -> Result<(u64, u64), CompactError> {
+    let (cur, version) = current(store)
+        .await?
+        .ok_or_else(|| CompactError::Conflict("there is no index to roll back".into()))?;
+    let older: Vec<u64> = generations(store)
+        .await?
+        .into_iter()
+        .filter(|&g| g < cur.generation)
+        .collect();
+    let Some(&to) = older.last() else {
+        return Err(CompactError::Conflict(format!(
+            "generation {} is the oldest kept: nothing to roll back to",
+            cur.generation
+        )));
+    };
+    manifest(store, to).await?;
+    swap(store, to, Some(&version)).await?;
+    Ok((cur.generation, to))
+}
+
+/// What [`gc`] removed.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct GcReport {
+    pub kept: Vec<u64>,
+    pub collected: Vec<u64>,
+    pub objects_deleted: u64,
+}
+
+/// Keeps the live generation and the `keep - 1` before it (for rollback) and deletes every
+/// other object under `index/`: older generations, generations a crashed build left behind
+/// `CURRENT`, and ones rolled back from. Segments that kept generations reuse from collected
+/// ones stay. Do not run it while a compaction is writing a generation.
+pub async fn gc(store: &Store, keep: usize) -> Result<GcReport, CompactError> {
+    let Some((cur, _)) = current(store).await? else {
+        return Ok(GcReport::default());
+    };
+    let all = generations(store).await?;
+    let kept: Vec<u64> = all
+        .iter()
+        .copied()
+        .filter(|&g| g <= cur.generation)
+        .rev()
+        .take(keep.max(1))
+        .collect();
+    let mut live_prefixes: Vec<String> = Vec::new();
+    for &g in &kept {
+        let m = manifest(store, g).await?;
+        live_prefixes.push(manifest_key(g));
+        for s in &m.shards {
+            live_prefixes.extend(s.segments.iter().map(|seg| format!("{}/", seg.dir)));
+            live_prefixes.extend(s.tombstones.clone());
+        }
+    }
+    let mut report = GcReport {
+        kept: kept.clone(),
+        ..GcReport::default()
+    };
+    let mut collected = std::collections::BTreeSet::new();
+    for key in store.list("index/").await? {
+        if key == CURRENT || live_prefixes.iter().any(|p| key.starts_with(p.as_str())) {
+            continue;
+        }
+        if let Some(g) = key
+            .strip_prefix("index/gen=")
+            .and_then(|r| r.split_once('/'))
+            .and_then(|(n, _)| n.parse::<u64>().ok())
+        {
+            collected.insert(g);
+        }
+        store.delete(&key).await?;
+        report.objects_deleted += 1;
+    }
+    report.collected = collected
+        .into_iter()
+        .filter(|g| !kept.contains(g))
+        .collect();
+    Ok(report)
+}

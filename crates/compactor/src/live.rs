@@ -1,0 +1,181 @@
+//! The live set, with DataFusion: for each repository, the manifest of its last indexed commit
+//! ⋈ chunks on (repo, path, blob) ⟕ embeddings of one vector space on content hash.
+//!
+//! Deleted, changed and renamed files drop out because the latest manifest no longer names
+//! their old (path, blob). Chunks whose vector is not in the store yet are kept, text-only:
+//! they are searchable by BM25 at once, and gain their vector in a later generation (their
+//! doc key changes, so the incremental build replaces them).
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use datafusion::arrow::datatypes::{DataType, SchemaRef};
+use datafusion::datasource::file_format::parquet::ParquetFormat;
+use datafusion::datasource::listing::{
+    ListingOptions, ListingTable, ListingTableConfig, ListingTableUrl,
+};
+use datafusion::prelude::SessionContext;
+use serde::Deserialize;
+use trawl_core::ids::{ChunkId, CommitId};
+use trawl_core::records::{ChunkRecord, EmbeddingRecord, ManifestRow, RepoState};
+use trawl_core::store::{Store, keys};
+
+use crate::CompactError;
+use crate::build::LiveDoc;
+use crate::docs::DocRow;
+use crate::segment::{SpaceInfo, VectorData};
+
+/// The live set and where it came from.
+#[derive(Debug, Default)]
+pub struct LiveSet {
+    pub docs: Vec<LiveDoc>,
+    /// The repositories' last fetch runs.
+    pub runs: Vec<String>,
+    pub repos: usize,
+}
+
+/// The columns of the join beyond the chunk's own.
+#[derive(Deserialize)]
+struct Extra {
+    commit: CommitId,
+    vector: Option<Vec<f32>>,
+    vector_bytes: Option<Vec<u8>>,
+}
+
+fn table(
+    ctx: &SessionContext,
+    name: &str,
+    urls: Vec<ListingTableUrl>,
+    schema: SchemaRef,
+    partition: Option<&str>,
+) -> Result<(), CompactError> {
+    let q = |e: datafusion::error::DataFusionError| CompactError::Query(e.to_string());
+    let mut opts =
+        ListingOptions::new(Arc::new(ParquetFormat::default())).with_file_extension(".parquet");
+    if let Some(p) = partition {
+        opts = opts.with_table_partition_cols(vec![(p.to_owned(), DataType::Utf8)]);
+    }
+    let config = ListingTableConfig::new_with_multi_paths(urls)
+        .with_listing_options(opts)
+        .with_schema(schema);
+    ctx.register_table(name, Arc::new(ListingTable::try_new(config).map_err(q)?))
+        .map_err(q)?;
+    Ok(())
+}
+
+/// Computes the live set; vectors come from `space` (`None`: text only).
+pub async fn live_set(store: &Store, space: Option<&SpaceInfo>) -> Result<LiveSet, CompactError> {
+    let q = |e: datafusion::error::DataFusionError| CompactError::Query(e.to_string());
+    let mut states = Vec::new();
+    for key in store.list("repos/").await? {
+        if key.ends_with("/state.json")
+            && let Some(s) = store.get_json::<RepoState>(&key).await?
+        {
+            states.push(s);
+        }
+    }
+    if states.is_empty() {
+        return Ok(LiveSet::default());
+    }
+    let ctx = SessionContext::new();
+    let (object_store, prefix) = store.object_store();
+    let base = url::Url::parse("trawl://store/").expect("a valid URL");
+    ctx.register_object_store(&base, object_store);
+    let url = |key: &str| {
+        let path = if prefix.as_ref().is_empty() {
+            key.to_owned()
+        } else {
+            format!("{}/{key}", prefix.as_ref())
+        };
+        ListingTableUrl::parse(format!("trawl://store/{path}")).map_err(q)
+    };
+    let mut manifests = Vec::new();
+    for s in &states {
+        let key = keys::manifest(&s.repo, &s.last_commit);
+        if store.exists_key(&key).await? {
+            manifests.push(url(&key)?);
+        }
+    }
+    if manifests.is_empty() {
+        return Ok(LiveSet::default());
+    }
+    table(&ctx, "m", manifests, ManifestRow::schema(), None)?;
+    table(
+        &ctx,
+        "c",
+        vec![url("chunks/")?],
+        ChunkRecord::schema(),
+        Some("repo"),
+    )?;
+    let space_dir = space.map(|s| keys::embedding_space(&keys::space(&s.model, s.dims, &s.dtype)));
+    let has_vectors = match &space_dir {
+        Some(dir) => !store.list(dir).await?.is_empty(),
+        None => false,
+    };
+    let sql = if let (Some(dir), true, Some(s)) = (&space_dir, has_vectors, space) {
+        table(
+            &ctx,
+            "e",
+            vec![url(dir)?],
+            EmbeddingRecord::schema_for(s.dims, &s.dtype),
+            None,
+        )?;
+        "SELECT c.*, m.commit AS commit, e.vector AS vector, e.vector_bytes AS vector_bytes \
+         FROM m JOIN c ON c.repo_id = m.repo_id AND c.path = m.path AND c.blob = m.blob \
+         LEFT JOIN e ON e.content_hash = c.content_hash WHERE m.skip_reason IS NULL"
+    } else {
+        "SELECT c.*, m.commit AS commit, CAST(NULL AS FLOAT[]) AS vector, \
+         CAST(NULL AS BYTEA) AS vector_bytes \
+         FROM m JOIN c ON c.repo_id = m.repo_id AND c.path = m.path AND c.blob = m.blob \
+         WHERE m.skip_reason IS NULL"
+    };
+    let batches = ctx.sql(sql).await.map_err(q)?.collect().await.map_err(q)?;
+    // One doc per chunk id: the newest chunker version, a vector when any part has one.
+    let dtype = space.map_or("float", |s| s.dtype.as_str()).to_owned();
+    let read = |e: serde_arrow::Error| CompactError::Query(format!("reading the live set: {e}"));
+    let mut by_id: HashMap<ChunkId, (ChunkRecord, Extra)> = HashMap::new();
+    for batch in &batches {
+        let chunks: Vec<ChunkRecord> = serde_arrow::from_record_batch(batch).map_err(read)?;
+        let extras: Vec<Extra> = serde_arrow::from_record_batch(batch).map_err(read)?;
+        for (c, x) in chunks.into_iter().zip(extras) {
+            let rank = |c: &ChunkRecord, x: &Extra| {
+                (
+                    c.chunker_version.clone(),
+                    x.vector.is_some() || x.vector_bytes.is_some(),
+                )
+            };
+            match by_id.get(&c.chunk_id) {
+                Some((oc, ox)) if rank(oc, ox) >= rank(&c, &x) => {}
+                _ => {
+                    by_id.insert(c.chunk_id, (c, x));
+                }
+            }
+        }
+    }
+    let mut docs: Vec<LiveDoc> = by_id
+        .into_values()
+        .map(|(c, x)| {
+            let vector = match (x.vector, x.vector_bytes) {
+                (Some(f), _) => Some(VectorData::F32(f)),
+                (None, Some(b)) if dtype == "int8" => {
+                    Some(VectorData::I8(b.into_iter().map(|v| v as i8).collect()))
+                }
+                (None, Some(b)) => Some(VectorData::Bits(b)),
+                (None, None) => None,
+            };
+            LiveDoc {
+                doc: DocRow::from_chunk(c, x.commit, vector.is_some()),
+                vector,
+            }
+        })
+        .collect();
+    docs.sort_by_key(|d| d.doc.chunk_id);
+    let mut runs: Vec<String> = states.iter().map(|s| s.last_run.to_string()).collect();
+    runs.sort();
+    runs.dedup();
+    Ok(LiveSet {
+        docs,
+        runs,
+        repos: states.len(),
+    })
+}

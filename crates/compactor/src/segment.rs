@@ -1,0 +1,301 @@
+//! One segment of a shard: a doc store (`docs.parquet`), a vector index (`vectors.usearch`,
+//! usearch HNSW) and a text index (`text/`, tantivy with the code analyzer). Docs are keyed by
+//! their `ord` in all three.
+
+use std::path::Path;
+
+use bytes::Bytes;
+use tantivy::schema::{
+    FAST, Field, INDEXED, IndexRecordOption, STRING, Schema, TextFieldIndexing, TextOptions,
+};
+use tantivy::{Index, TantivyDocument};
+use usearch::{IndexOptions, MetricKind, ScalarKind};
+
+use crate::CompactError;
+use crate::analyzer::{CodeTokenizer, NAME as ANALYZER};
+use crate::docs::DocRow;
+
+/// A vector as the embedder stored it.
+#[derive(Clone, Debug, PartialEq)]
+pub enum VectorData {
+    F32(Vec<f32>),
+    I8(Vec<i8>),
+    /// Bit-packed, 8 dimensions a byte.
+    Bits(Vec<u8>),
+}
+
+/// The vector space of a generation.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct SpaceInfo {
+    pub model: String,
+    pub dims: u32,
+    pub dtype: String,
+}
+
+impl SpaceInfo {
+    fn scalar(&self) -> Result<(ScalarKind, MetricKind), CompactError> {
+        Ok(match self.dtype.as_str() {
+            // Unit vectors: inner product is cosine.
+            "float" => (ScalarKind::F32, MetricKind::IP),
+            "int8" => (ScalarKind::I8, MetricKind::Cos),
+            "binary" | "ubinary" => (ScalarKind::B1, MetricKind::Hamming),
+            other => {
+                return Err(CompactError::Format(format!(
+                    "vectors of dtype {other} cannot be indexed: use float, int8 or binary"
+                )));
+            }
+        })
+    }
+
+    /// usearch options for this space.
+    pub fn index_options(&self) -> Result<IndexOptions, CompactError> {
+        let (quantization, metric) = self.scalar()?;
+        Ok(IndexOptions {
+            dimensions: self.dims as usize,
+            metric,
+            quantization,
+            connectivity: 16,
+            expansion_add: 128,
+            expansion_search: 128,
+            multi: false,
+        })
+    }
+}
+
+/// The text index's fields.
+#[derive(Clone, Copy, Debug)]
+pub struct TextFields {
+    pub ord: Field,
+    pub repo: Field,
+    pub language: Field,
+    pub kind: Field,
+    pub path: Field,
+    pub symbol: Field,
+    pub header: Field,
+    pub body: Field,
+}
+
+/// The text index's schema.
+pub fn text_schema() -> (Schema, TextFields) {
+    let mut b = Schema::builder();
+    let code = TextOptions::default().set_indexing_options(
+        TextFieldIndexing::default()
+            .set_tokenizer(ANALYZER)
+            .set_index_option(IndexRecordOption::WithFreqsAndPositions),
+    );
+    let fields = TextFields {
+        ord: b.add_u64_field("ord", INDEXED | FAST),
+        repo: b.add_text_field("repo", STRING),
+        language: b.add_text_field("language", STRING),
+        kind: b.add_text_field("kind", STRING),
+        path: b.add_text_field("path", code.clone()),
+        symbol: b.add_text_field("symbol", code.clone()),
+        header: b.add_text_field("header", code.clone()),
+        body: b.add_text_field("body", code),
+    };
+    (b.build(), fields)
+}
+
+/// Registers the code analyzer on an index (needed to write and to query it).
+pub fn register(index: &Index) {
+    index.tokenizers().register(
+        ANALYZER,
+        tantivy::tokenizer::TextAnalyzer::from(CodeTokenizer),
+    );
+}
+
+/// A built segment, ready to upload.
+#[derive(Debug, Default)]
+pub struct SegmentFiles {
+    pub docs: Bytes,
+    pub vectors: Option<Bytes>,
+    /// The text index's files, by name.
+    pub text: Vec<(String, Bytes)>,
+}
+
+impl SegmentFiles {
+    pub fn bytes(&self) -> u64 {
+        (self.docs.len()
+            + self.vectors.as_ref().map_or(0, Bytes::len)
+            + self.text.iter().map(|(_, b)| b.len()).sum::<usize>()) as u64
+    }
+}
+
+/// Builds the vector index of `vectors` (keyed by ord) with `threads` threads.
+pub fn build_vectors(
+    space: &SpaceInfo,
+    vectors: &[(u64, VectorData)],
+    threads: usize,
+) -> Result<usearch::Index, CompactError> {
+    let ann = |e: cxx::Exception| CompactError::Index(format!("vector index: {e}"));
+    let index = usearch::Index::new(&space.index_options()?).map_err(ann)?;
+    index
+        .reserve_capacity_and_threads(vectors.len().max(1), threads.max(1))
+        .map_err(ann)?;
+    let per = vectors.len().div_ceil(threads.max(1)).max(1);
+    let results: Vec<Result<(), CompactError>> = std::thread::scope(|s| {
+        let handles: Vec<_> = vectors
+            .chunks(per)
+            .map(|part| {
+                let index = &index;
+                s.spawn(move || {
+                    for (ord, v) in part {
+                        let r = match v {
+                            VectorData::F32(f) => index.add(*ord, f),
+                            VectorData::I8(i) => index.add(*ord, i),
+                            VectorData::Bits(b) => index.add(*ord, usearch::b1x8::from_u8s(b)),
+                        };
+                        r.map_err(ann)?;
+                    }
+                    Ok(())
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| {
+                h.join()
+                    .unwrap_or_else(|_| Err(CompactError::Index("a thread panicked".into())))
+            })
+            .collect()
+    });
+    results.into_iter().collect::<Result<(), _>>()?;
+    Ok(index)
+}
+
+/// The serialized form of a vector index.
+pub fn save_vectors(index: &usearch::Index) -> Result<Bytes, CompactError> {
+    let mut buf = vec![0u8; index.serialized_length()];
+    index
+        .save_to_buffer(&mut buf)
+        .map_err(|e| CompactError::Index(format!("saving the vector index: {e}")))?;
+    Ok(Bytes::from(buf))
+}
+
+/// Builds a segment from its docs (ords 0..n) and their vectors, in `tmp`.
+pub fn build(
+    docs: &[DocRow],
+    vectors: &[(u64, VectorData)],
+    space: Option<&SpaceInfo>,
+    tmp: &Path,
+    threads: usize,
+) -> Result<SegmentFiles, CompactError> {
+    let docs_bytes = trawl_core::records::to_parquet(docs)?;
+    let vectors = match (space, vectors.is_empty()) {
+        (Some(space), false) => Some(save_vectors(&build_vectors(space, vectors, threads)?)?),
+        _ => None,
+    };
+    let text = build_text(docs, tmp)?;
+    Ok(SegmentFiles {
+        docs: docs_bytes,
+        vectors,
+        text,
+    })
+}
+
+fn build_text(docs: &[DocRow], tmp: &Path) -> Result<Vec<(String, Bytes)>, CompactError> {
+    let tv = |e: tantivy::TantivyError| CompactError::Index(format!("text index: {e}"));
+    let dir = tmp.join("text");
+    std::fs::create_dir_all(&dir).map_err(|e| CompactError::Io(e.to_string()))?;
+    let (schema, f) = text_schema();
+    let index = Index::create_in_dir(&dir, schema).map_err(tv)?;
+    register(&index);
+    let mut writer = index
+        .writer_with_num_threads::<TantivyDocument>(1, 64 * 1024 * 1024)
+        .map_err(tv)?;
+    for d in docs {
+        let mut doc = TantivyDocument::default();
+        doc.add_u64(f.ord, d.ord);
+        doc.add_text(f.repo, d.repo_id.as_str());
+        doc.add_text(f.language, &d.language);
+        doc.add_text(f.kind, &d.kind);
+        doc.add_text(f.path, &d.path);
+        if let Some(s) = d.qualified_name.as_ref().or(d.symbol.as_ref()) {
+            doc.add_text(f.symbol, s);
+        }
+        doc.add_text(f.header, &d.header);
+        doc.add_text(f.body, &d.text);
+        writer.add_document(doc).map_err(tv)?;
+    }
+    writer.commit().map_err(tv)?;
+    writer.wait_merging_threads().map_err(tv)?;
+    let mut files = Vec::new();
+    for entry in std::fs::read_dir(&dir).map_err(|e| CompactError::Io(e.to_string()))? {
+        let entry = entry.map_err(|e| CompactError::Io(e.to_string()))?;
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if std::path::Path::new(&name)
+            .extension()
+            .is_some_and(|e| e.eq_ignore_ascii_case("lock"))
+        {
+            continue;
+        }
+        let bytes = std::fs::read(entry.path()).map_err(|e| CompactError::Io(e.to_string()))?;
+        files.push((name, Bytes::from(bytes)));
+    }
+    files.sort_by(|a, b| a.0.cmp(&b.0));
+    Ok(files)
+}
+
+/// Opens a segment's text index from a local directory.
+pub fn open_text(dir: &Path) -> Result<Index, CompactError> {
+    let index = Index::open_in_dir(dir)
+        .map_err(|e| CompactError::Index(format!("opening the text index: {e}")))?;
+    register(&index);
+    Ok(index)
+}
+
+/// Field boosts of the text search: a symbol match counts most, then the path.
+pub const BOOSTS: [(&str, f32); 4] = [
+    ("symbol", 3.0),
+    ("path", 1.5),
+    ("header", 1.0),
+    ("body", 1.0),
+];
+
+/// BM25 search of one segment's text index: the best `k` (ord, score).
+pub fn search_text(index: &Index, query: &str, k: usize) -> Result<Vec<(u64, f32)>, CompactError> {
+    use tantivy::Term;
+    use tantivy::collector::TopDocs;
+    use tantivy::query::{BooleanQuery, BoostQuery, Occur, Query, TermQuery};
+    let tv = |e: tantivy::TantivyError| CompactError::Index(format!("text search: {e}"));
+    let schema = index.schema();
+    let field = |name: &str| schema.get_field(name).map_err(tv);
+    let mut fields = Vec::new();
+    for (name, _) in BOOSTS {
+        fields.push(field(name)?);
+    }
+    // Every analyzed term of the query, in every field with its boost, OR'ed: the query's
+    // words need not be adjacent or all present (BM25 ranks), and an identifier typed in any
+    // convention meets the same terms as the indexed one.
+    let mut terms = crate::analyzer::terms(query);
+    terms.sort();
+    terms.dedup();
+    let mut clauses: Vec<(Occur, Box<dyn Query>)> = Vec::new();
+    for t in &terms {
+        for (f, (_, boost)) in fields.iter().zip(BOOSTS) {
+            let tq = TermQuery::new(Term::from_field_text(*f, t), IndexRecordOption::WithFreqs);
+            clauses.push((
+                Occur::Should,
+                Box::new(BoostQuery::new(Box::new(tq), boost)),
+            ));
+        }
+    }
+    let q = BooleanQuery::new(clauses);
+    let reader = index.reader().map_err(tv)?;
+    let searcher = reader.searcher();
+    let top = searcher
+        .search(&q, &TopDocs::with_limit(k.max(1)).order_by_score())
+        .map_err(tv)?;
+    let mut out = Vec::with_capacity(top.len());
+    for (score, addr) in top {
+        let col = searcher
+            .segment_reader(addr.segment_ord)
+            .fast_fields()
+            .u64("ord")
+            .map_err(tv)?;
+        if let Some(ord) = col.first(addr.doc_id) {
+            out.push((ord, score));
+        }
+    }
+    Ok(out)
+}

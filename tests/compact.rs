@@ -1,0 +1,156 @@
+//! The compactor end to end: fetch → chunk → embed → live set (DataFusion) → generations.
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+use std::time::Duration;
+
+use trawl_chunk_worker::ChunkWorker;
+use trawl_compactor::live::live_set;
+use trawl_compactor::{BuildOptions, Quiet, SpaceInfo};
+use trawl_embed_worker::hash::HashEmbedder;
+use trawl_embed_worker::{EmbedWorker, Options, Until};
+use trawl_fetcher::RunOptions;
+
+use crate::support::{Harness, SourceRepo, file};
+
+fn space() -> SpaceInfo {
+    SpaceInfo {
+        model: "trawl-hash-v1".into(),
+        dims: 32,
+        dtype: "float".into(),
+    }
+}
+
+/// Fetches `src`, chunks what changed, and (when `embed`) embeds it with the hash embedder.
+async fn index(h: &Harness, src: &SourceRepo, embed: bool) {
+    let (report, _) = h.run(&[&src.path()], RunOptions::default()).await;
+    assert_eq!(report.failed(), 0);
+    ChunkWorker::new(
+        h.store.clone(),
+        h.bus.clone(),
+        trawl_chunker::Options::default(),
+        2,
+    )
+    .run(trawl_chunk_worker::Until::Idle(Duration::from_millis(300)))
+    .await
+    .unwrap();
+    if embed {
+        EmbedWorker::new(
+            h.store.clone(),
+            Some(h.bus.clone()),
+            Arc::new(HashEmbedder::new(32).unwrap()),
+            Options {
+                linger: Duration::from_millis(20),
+                ..Options::default()
+            },
+        )
+        .run(Until::Idle(Duration::from_millis(400)))
+        .await
+        .unwrap();
+    }
+}
+
+/// The live set as (path, symbol, has vector).
+async fn live(h: &Harness) -> BTreeSet<(String, String, bool)> {
+    live_set(&h.store, Some(&space()))
+        .await
+        .unwrap()
+        .docs
+        .into_iter()
+        .map(|d| {
+            (
+                d.doc.path,
+                d.doc.symbol.unwrap_or_default(),
+                d.vector.is_some(),
+            )
+        })
+        .filter(|(_, s, _)| !s.is_empty())
+        .collect()
+}
+
+fn set(items: &[(&str, &str, bool)]) -> BTreeSet<(String, String, bool)> {
+    items
+        .iter()
+        .map(|(p, s, v)| ((*p).to_owned(), (*s).to_owned(), *v))
+        .collect()
+}
+
+#[tokio::test]
+async fn the_live_set_follows_adds_modifies_deletes_renames_and_force_pushes() {
+    let h = Harness::new().with_inproc_bus();
+    let src = SourceRepo::new();
+    src.commit(
+        &[
+            ("a.py", file("def alpha():\n    return 1\n")),
+            ("b.py", file("def beta():\n    return 2\n")),
+            ("c.py", file("def gamma():\n    return 3\n")),
+        ],
+        false,
+    );
+    index(&h, &src, true).await;
+    assert_eq!(
+        live(&h).await,
+        set(&[
+            ("a.py", "alpha", true),
+            ("b.py", "beta", true),
+            ("c.py", "gamma", true)
+        ])
+    );
+
+    // Modify a, delete b, rename c → d, add e; e is chunked but not embedded yet.
+    src.commit(
+        &[
+            (
+                "a.py",
+                file("def alpha():\n    return 10\n\n\ndef alpha2():\n    return 11\n"),
+            ),
+            ("d.py", file("def gamma():\n    return 3\n")),
+            ("e.py", file("def epsilon():\n    return 5\n")),
+        ],
+        false,
+    );
+    index(&h, &src, false).await;
+    assert_eq!(
+        live(&h).await,
+        set(&[
+            ("a.py", "alpha", false),
+            ("a.py", "alpha2", false),
+            ("d.py", "gamma", false),
+            ("e.py", "epsilon", false)
+        ]),
+        "text-only until embedded (a renamed file too: its header names the new path)"
+    );
+    let m = trawl_compactor::build(
+        &h.store,
+        live_set(&h.store, Some(&space())).await.unwrap().docs,
+        Some(space()),
+        &BuildOptions::default(),
+        &Quiet,
+    )
+    .await
+    .unwrap();
+    assert_eq!(m.counts.text_only, m.counts.chunks - m.counts.with_vector);
+    assert!(m.counts.text_only >= 3);
+
+    // A force-push to an unrelated history: only its files are live.
+    src.commit(&[("z.py", file("def zeta():\n    return 26\n"))], true);
+    index(&h, &src, true).await;
+    assert_eq!(live(&h).await, set(&[("z.py", "zeta", true)]));
+    let set = live_set(&h.store, Some(&space())).await.unwrap();
+    assert_eq!((set.repos, set.runs.len()), (1, 1));
+    let m2 = trawl_compactor::build(
+        &h.store,
+        set.docs,
+        Some(space()),
+        &BuildOptions {
+            source_runs: set.runs.clone(),
+            ..BuildOptions::default()
+        },
+        &Quiet,
+    )
+    .await
+    .unwrap();
+    assert_eq!(m2.previous, Some(m.generation));
+    assert_eq!(m2.counts.text_only, 0);
+    assert_eq!(m2.source_runs.len(), 1);
+}
