@@ -15,6 +15,8 @@
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::time::Instant;
 
+use futures::StreamExt;
+
 use trawl_core::store::Store;
 
 use crate::docs::{DocKey, DocRow};
@@ -115,20 +117,75 @@ async fn shard_contents(
         let bytes = store.get(&key).await?.ok_or_else(|| {
             CompactError::Format(format!("segment file {key} is missing from the store"))
         })?;
-        let rows: Vec<DocRow> = trawl_core::records::from_parquet(bytes)?;
+        let rows = segment_keys(bytes)?;
         total += rows.len() as u64;
         let dead: HashSet<u64> = tomb
             .deleted
             .get(&seg.dir)
             .map(|v| v.iter().copied().collect())
             .unwrap_or_default();
-        for r in rows {
-            if !dead.contains(&r.ord) {
-                live.insert(r.key(), (seg.dir.clone(), r.ord));
+        for (ord, key) in rows {
+            if !dead.contains(&ord) {
+                live.insert(key, (seg.dir.clone(), ord));
             }
         }
     }
     Ok((live, tomb, total))
+}
+
+/// The (ord, key) of every doc of a segment's doc store, reading only those four columns.
+fn segment_keys(bytes: bytes::Bytes) -> Result<Vec<(u64, DocKey)>, CompactError> {
+    use arrow_array::{Array, BooleanArray, StringArray, UInt64Array};
+    use parquet::arrow::ProjectionMask;
+    use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+    let bad = |e: &dyn std::fmt::Display| CompactError::Format(format!("doc store: {e}"));
+    let builder = ParquetRecordBatchReaderBuilder::try_new(bytes).map_err(|e| bad(&e))?;
+    let mask = ProjectionMask::columns(
+        builder.parquet_schema(),
+        ["ord", "chunk_id", "content_hash", "has_vector"],
+    );
+    let reader = builder.with_projection(mask).build().map_err(|e| bad(&e))?;
+    let mut out = Vec::new();
+    for batch in reader {
+        let batch = batch.map_err(|e| bad(&e))?;
+        let col = |name: &str| {
+            batch
+                .column_by_name(name)
+                .cloned()
+                .ok_or_else(|| bad(&format!("no column {name}")))
+        };
+        let (ord, id, hash, vec) = (
+            col("ord")?,
+            col("chunk_id")?,
+            col("content_hash")?,
+            col("has_vector")?,
+        );
+        let ord = ord
+            .as_any()
+            .downcast_ref::<UInt64Array>()
+            .ok_or_else(|| bad(&"ord"))?;
+        let id = id
+            .as_any()
+            .downcast_ref::<StringArray>()
+            .ok_or_else(|| bad(&"chunk_id"))?;
+        let hash = hash
+            .as_any()
+            .downcast_ref::<StringArray>()
+            .ok_or_else(|| bad(&"content_hash"))?;
+        let vec = vec
+            .as_any()
+            .downcast_ref::<BooleanArray>()
+            .ok_or_else(|| bad(&"has_vector"))?;
+        for i in 0..batch.num_rows() {
+            let key = DocKey {
+                chunk_id: trawl_core::ChunkId::try_from(id.value(i).to_owned())?,
+                content_hash: trawl_core::ContentHash::try_from(hash.value(i).to_owned())?,
+                has_vector: vec.value(i),
+            };
+            out.push((ord.value(i), key));
+        }
+    }
+    Ok(out)
 }
 
 async fn write_segment(
@@ -231,86 +288,26 @@ pub async fn build(
         full: reusable.is_none(),
         ..BuildStats::default()
     };
-    let mut shards = Vec::new();
-    for k in 0..shard_count {
-        progress.shard(k, shard_count);
-        let mut docs = by_shard.remove(&k).unwrap_or_default();
-        docs.sort_by(|a, b| {
-            (a.doc.repo_id.as_str(), &a.doc.path, a.doc.start_line).cmp(&(
-                b.doc.repo_id.as_str(),
-                &b.doc.path,
-                b.doc.start_line,
-            ))
-        });
-        let shard_dir = format!("{}shard={k}", generation::gen_dir(next));
-        let old = reusable.and_then(|p| p.shards.iter().find(|s| s.shard == k));
-        let Some(old) = old else {
-            shards
-                .push(rebuild(store, k, &shard_dir, docs, space.as_ref(), opts, &mut stats).await?);
-            continue;
-        };
-        let (have, mut tomb, total) = shard_contents(store, old).await?;
-        let want: HashSet<DocKey> = docs.iter().map(key_of).collect();
-        let added: Vec<LiveDoc> = docs
-            .iter()
-            .filter(|d| !have.contains_key(&key_of(d)))
-            .cloned()
-            .collect();
-        let removed: Vec<(String, u64)> = have
-            .iter()
-            .filter(|(k, _)| !want.contains(k))
-            .map(|(_, v)| v.clone())
-            .collect();
-        if added.is_empty() && removed.is_empty() {
-            stats.shards_reused += 1;
-            shards.push(old.clone());
-            continue;
-        }
-        let tombstones_after = tomb.count() + removed.len();
-        let docs_after = total as usize + added.len();
-        let merge = tombstones_after as f64 > opts.merge_tombstone_ratio * docs_after as f64
-            || old.segments.len() + 1 > opts.max_segments;
-        if merge {
-            shards
-                .push(rebuild(store, k, &shard_dir, docs, space.as_ref(), opts, &mut stats).await?);
-            continue;
-        }
-        stats.shards_delta += 1;
-        let mut segments = old.segments.clone();
-        if !added.is_empty() {
-            let seg = write_segment(
-                store,
-                &format!("{shard_dir}/seg={}", old.segments.len()),
-                added,
-                space.as_ref(),
-                opts.threads,
-            )
-            .await?;
-            stats.written(&seg);
-            segments.push(seg);
-        }
-        let mut tomb_key = old.tombstones.clone();
-        if !removed.is_empty() {
-            for (dir, ord) in removed {
-                tomb.deleted.entry(dir).or_default().push(ord);
-            }
-            for v in tomb.deleted.values_mut() {
-                v.sort_unstable();
-                v.dedup();
-            }
-            let key = format!("{shard_dir}/tombstones.json");
-            let bytes = serde_json::to_vec(&tomb).expect("serialisable");
-            stats.bytes_written += bytes.len() as u64;
-            stats.tombstones_written += tomb.count() as u64;
-            store.put(&key, bytes::Bytes::from(bytes)).await?;
-            tomb_key = Some(key);
-        }
-        shards.push(ShardEntry {
-            shard: k,
-            live_docs: docs.len() as u64,
-            segments,
-            tombstones: tomb_key,
-        });
+    // Shards are independent: build them concurrently, as many as there are cores.
+    let jobs: Vec<(u32, Vec<LiveDoc>)> = (0..shard_count)
+        .map(|k| (k, by_shard.remove(&k).unwrap_or_default()))
+        .collect();
+    let space_ref = space.as_ref();
+    let built: Vec<Result<(ShardEntry, BuildStats), CompactError>> =
+        futures::stream::iter(jobs.into_iter().map(|(k, docs)| {
+            progress.shard(k, shard_count);
+            let old = reusable.and_then(|p| p.shards.iter().find(|s| s.shard == k));
+            let shard_dir = format!("{}shard={k}", generation::gen_dir(next));
+            async move { build_shard(store, k, &shard_dir, docs, old, space_ref, opts).await }
+        }))
+        .buffered(opts.threads.max(1))
+        .collect()
+        .await;
+    let mut shards = Vec::with_capacity(built.len());
+    for b in built {
+        let (entry, s) = b?;
+        stats.add(&s);
+        shards.push(entry);
     }
     stats.seconds = started.elapsed().as_secs_f64();
     let manifest = Manifest {
@@ -331,6 +328,93 @@ pub async fn build(
     progress.swapping(next);
     generation::swap(store, next, current.as_ref().map(|(_, v)| v)).await?;
     Ok(manifest)
+}
+
+/// One shard of the next generation: reused, a delta, or rebuilt.
+async fn build_shard(
+    store: &Store,
+    k: u32,
+    shard_dir: &str,
+    mut docs: Vec<LiveDoc>,
+    old: Option<&ShardEntry>,
+    space: Option<&SpaceInfo>,
+    opts: &BuildOptions,
+) -> Result<(ShardEntry, BuildStats), CompactError> {
+    let mut stats = BuildStats::default();
+    docs.sort_by(|a, b| {
+        (a.doc.repo_id.as_str(), &a.doc.path, a.doc.start_line).cmp(&(
+            b.doc.repo_id.as_str(),
+            &b.doc.path,
+            b.doc.start_line,
+        ))
+    });
+    let Some(old) = old else {
+        let entry = rebuild(store, k, shard_dir, docs, space, opts, &mut stats).await?;
+        return Ok((entry, stats));
+    };
+    let (have, mut tomb, total) = shard_contents(store, old).await?;
+    let want: HashSet<DocKey> = docs.iter().map(key_of).collect();
+    let added: Vec<LiveDoc> = docs
+        .iter()
+        .filter(|d| !have.contains_key(&key_of(d)))
+        .cloned()
+        .collect();
+    let removed: Vec<(String, u64)> = have
+        .iter()
+        .filter(|(k, _)| !want.contains(k))
+        .map(|(_, v)| v.clone())
+        .collect();
+    if added.is_empty() && removed.is_empty() {
+        stats.shards_reused += 1;
+        return Ok((old.clone(), stats));
+    }
+    let tombstones_after = tomb.count() + removed.len();
+    let docs_after = total as usize + added.len();
+    let merge = tombstones_after as f64 > opts.merge_tombstone_ratio * docs_after as f64
+        || old.segments.len() + 1 > opts.max_segments;
+    if merge {
+        let entry = rebuild(store, k, shard_dir, docs, space, opts, &mut stats).await?;
+        return Ok((entry, stats));
+    }
+    stats.shards_delta += 1;
+    let mut segments = old.segments.clone();
+    if !added.is_empty() {
+        let seg = write_segment(
+            store,
+            &format!("{shard_dir}/seg={}", old.segments.len()),
+            added,
+            space,
+            opts.threads,
+        )
+        .await?;
+        stats.written(&seg);
+        segments.push(seg);
+    }
+    let mut tomb_key = old.tombstones.clone();
+    if !removed.is_empty() {
+        for (dir, ord) in removed {
+            tomb.deleted.entry(dir).or_default().push(ord);
+        }
+        for v in tomb.deleted.values_mut() {
+            v.sort_unstable();
+            v.dedup();
+        }
+        let key = format!("{shard_dir}/tombstones.json");
+        let bytes = serde_json::to_vec(&tomb).expect("serialisable");
+        stats.bytes_written += bytes.len() as u64;
+        stats.tombstones_written += tomb.count() as u64;
+        store.put(&key, bytes::Bytes::from(bytes)).await?;
+        tomb_key = Some(key);
+    }
+    Ok((
+        ShardEntry {
+            shard: k,
+            live_docs: docs.len() as u64,
+            segments,
+            tombstones: tomb_key,
+        },
+        stats,
+    ))
 }
 
 /// A shard rebuilt into one segment from all its live docs.

@@ -84,6 +84,17 @@ pub struct BuildStats {
 }
 
 impl BuildStats {
+    /// Adds another shard's counts (not the time).
+    pub fn add(&mut self, o: &BuildStats) {
+        self.shards_reused += o.shards_reused;
+        self.shards_delta += o.shards_delta;
+        self.shards_rebuilt += o.shards_rebuilt;
+        self.segments_written += o.segments_written;
+        self.docs_written += o.docs_written;
+        self.tombstones_written += o.tombstones_written;
+        self.bytes_written += o.bytes_written;
+    }
+
     /// Counts a segment written.
     pub fn written(&mut self, seg: &SegmentEntry) {
         self.segments_written += 1;

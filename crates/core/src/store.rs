@@ -130,12 +130,28 @@ impl Store {
     }
 
     /// Writes `key` atomically, replacing any previous object.
+    ///
+    /// On a local directory, deleting the last object of a directory removes the directory,
+    /// so a put racing a delete in the same directory can find its parent gone: such a put
+    /// is retried (a few times, at once) instead of failing.
     pub async fn put(&self, key: &str, bytes: Bytes) -> Result<(), Error> {
-        self.inner
-            .put(&self.path(key), PutPayload::from_bytes(bytes))
-            .await
-            .map_err(Self::err(StoreOp::Put, key))?;
-        Ok(())
+        let mut attempt = 0;
+        loop {
+            attempt += 1;
+            match self
+                .inner
+                .put(&self.path(key), PutPayload::from_bytes(bytes.clone()))
+                .await
+            {
+                Ok(_) => return Ok(()),
+                Err(object_store::Error::Generic { store, .. })
+                    if store == "LocalFileSystem" && attempt < 5 =>
+                {
+                    tokio::task::yield_now().await;
+                }
+                Err(e) => return Err(Self::err(StoreOp::Put, key)(e)),
+            }
+        }
     }
 
     /// Writes `key` only if it does not exist. Returns `false` when it already did.
