@@ -342,7 +342,7 @@ async fn through_a_misbehaving_provider_no_chunk_is_lost_or_duplicated() {
 }
 
 #[tokio::test]
-async fn a_rejected_key_stops_the_worker_and_gives_every_event_back() {
+async fn a_rejected_key_or_model_stops_the_worker_and_gives_every_event_back() {
     // The spool bus keeps unacknowledged events across workers, like Kafka.
     let h = Harness::new();
     let src = SourceRepo::new();
@@ -356,6 +356,21 @@ async fn a_rejected_key_stops_the_worker_and_gives_every_event_back() {
         .unwrap_err();
     assert!(matches!(err, WorkerError::Auth(_)), "{err}");
     assert!(err.to_string().contains("VOYAGE_API_KEY"), "{err}");
+    assert!(vectors(&h.store).await.is_empty());
+
+    // A model the provider does not serve: every input is refused, so the request is at
+    // fault; nothing is dead-lettered and the worker stops.
+    let mut cfg = VoyageConfig::new(&fake.base_url(), "test-key");
+    cfg.dims = 256;
+    cfg.model = "voyage-code-9".into();
+    let err = embed(&h, Arc::new(VoyageEmbedder::new(cfg).unwrap()))
+        .await
+        .unwrap_err();
+    assert!(err.to_string().contains("embed.model"), "{err}");
+    assert!(
+        drain(&h.bus, DEAD_LETTERS_TOPIC, "ops").await.is_empty(),
+        "nothing is dead-lettered for a wrong model"
+    );
     assert!(vectors(&h.store).await.is_empty());
 
     // With the right key, a new worker gets every event again and embeds everything.

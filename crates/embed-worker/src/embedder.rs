@@ -158,6 +158,12 @@ pub enum EmbedError {
     /// Retries ran out on 429s, 5xx, timeouts or dropped connections.
     #[error("gave up after {attempts} attempts: {last}")]
     Exhausted { attempts: u32, last: String },
+    /// Every input of a batch was refused one by one: the request itself is wrong (model,
+    /// dimensions, dtype), not the inputs. Nothing is dead-lettered; the worker stops.
+    #[error(
+        "the provider refused every input of a batch ({0}): check embed.model, embed.dims and embed.dtype"
+    )]
+    Rejected(String),
     /// A local model could not be loaded or run.
     #[error("local model: {0}")]
     Model(String),
@@ -243,7 +249,8 @@ pub type Outcome = Result<Vector, String>;
 
 /// Embeds `inputs` in one call; when the provider rejects the call as a bad request, splits it
 /// in halves and retries each, down to the single input at fault, whose outcome is its error.
-/// Other errors (auth, exhausted retries) fail the whole call. Returns outcomes in input order
+/// When every input of a batch of several is refused, the request is at fault, not the inputs:
+/// that is [`EmbedError::Rejected`]. Other errors (auth, exhausted retries) fail the whole call. Returns outcomes in input order
 /// and the tokens billed.
 pub async fn embed_isolating(
     embedder: &dyn Embedder,
@@ -284,13 +291,17 @@ pub async fn embed_isolating(
             Err(e) => return Err(e),
         }
     }
-    Ok((
-        outcomes
-            .into_iter()
-            .map(|o| o.expect("every range was embedded or failed"))
-            .collect(),
-        billed,
-    ))
+    let outcomes: Vec<Outcome> = outcomes
+        .into_iter()
+        .map(|o| o.expect("every range was embedded or failed"))
+        .collect();
+    if outcomes.len() > 1
+        && let [Err(first), rest @ ..] = outcomes.as_slice()
+        && rest.iter().all(Result::is_err)
+    {
+        return Err(EmbedError::Rejected(first.clone()));
+    }
+    Ok((outcomes, billed))
 }
 
 /// L2-normalises `v` in place (a zero vector stays zero).

@@ -528,6 +528,18 @@ mod tests {
         let err = c.embed(&huge, InputType::Document).await.unwrap_err();
         assert!(err.to_string().contains("max allowed tokens"), "{err}");
 
+        // Every input refused one by one: the request is wrong, nothing is dead-lettered.
+        let all_bad = vec![
+            "POISON a".to_owned(),
+            "POISON b".to_owned(),
+            "POISON c".to_owned(),
+        ];
+        let err = embed_isolating(&client(&fake, |_| {}), &all_bad, InputType::Document)
+            .await
+            .unwrap_err();
+        assert!(matches!(err, EmbedError::Rejected(_)), "{err}");
+        assert!(err.to_string().contains("embed.model"), "{err}");
+
         // One poisoned input among 37: exactly it fails, the rest are embedded.
         let c = client(&fake, |_| {});
         let mut inputs = texts(37);

@@ -87,7 +87,8 @@ impl Default for Options {
 /// Why the worker stopped early.
 #[derive(Debug, thiserror::Error)]
 pub enum WorkerError {
-    /// The provider refused the key: fix it and run again.
+    /// The provider refused the key, or every input of a request (a wrong model, dims or
+    /// dtype): fix it and run again. Nothing was acknowledged.
     #[error(transparent)]
     Auth(EmbedError),
     #[error(transparent)]
@@ -228,7 +229,8 @@ struct Job {
 /// How a flush ended, shareable with the events that wait for it.
 #[derive(Clone, Debug)]
 enum FlushFailure {
-    Auth(String),
+    /// The worker must stop (a rejected key, or requests the provider refuses outright).
+    Fatal(String),
     Other(String),
 }
 
@@ -487,7 +489,7 @@ impl Flows {
             self.in_flight.remove(&h);
         }
         match result {
-            Err(FlushFailure::Auth(msg)) => Err(WorkerError::Auth(EmbedError::Auth(msg))),
+            Err(FlushFailure::Fatal(msg)) => Err(WorkerError::Auth(EmbedError::Auth(msg))),
             _ => Ok(()),
         }
     }
@@ -637,7 +639,9 @@ impl Flows {
         let shared: Flushed = async move {
             match task.await {
                 Ok(Ok(())) => Ok(()),
-                Ok(Err(e @ EmbedError::Auth(_))) => Err(FlushFailure::Auth(e.to_string())),
+                Ok(Err(e @ (EmbedError::Auth(_) | EmbedError::Rejected(_)))) => {
+                    Err(FlushFailure::Fatal(e.to_string()))
+                }
                 Ok(Err(e)) => Err(FlushFailure::Other(e.to_string())),
                 Err(e) => Err(FlushFailure::Other(format!("flush task: {e}"))),
             }
@@ -699,7 +703,9 @@ impl Inner {
         }
         if let Err(e) = &result {
             match e {
-                EmbedError::Auth(_) => tracing::error!(error = %e, "the provider refused the key"),
+                EmbedError::Auth(_) | EmbedError::Rejected(_) => {
+                    tracing::error!(error = %e, "stopping: the provider refuses these requests");
+                }
                 _ => {
                     tracing::warn!(error = %e, events = p.jobs.len(), "embedding failed; the events go back");
                 }
@@ -726,7 +732,7 @@ impl Inner {
         // Hashes another flush is embedding must be durable before these events are acked.
         for job in &p.jobs {
             for dep in &job.deps {
-                if let Err(FlushFailure::Auth(m) | FlushFailure::Other(m)) = dep.clone().await {
+                if let Err(FlushFailure::Fatal(m) | FlushFailure::Other(m)) = dep.clone().await {
                     return Err(EmbedError::Exhausted {
                         attempts: 1,
                         last: format!("a flush this one depends on failed: {m}"),
