@@ -45,3 +45,40 @@ fn walk(dir: &Path, exts: &[&str], out: &mut Vec<PathBuf>) {
         }
     }
 }
+
+/// The Python standard library (its tests left out) chunked as the chunk worker does, one
+/// file at a time, lazily: `(path, chunks)`, with repo `github.com/python/cpython` and made-up
+/// blob ids. Empty when python3 is missing.
+pub fn python_stdlib_chunks()
+-> impl Iterator<Item = (String, Vec<trawl_core::records::ChunkRecord>)> {
+    use crate::records::{Source, to_records};
+    let root = python_stdlib().unwrap_or_default();
+    let files: Vec<PathBuf> = if root.as_os_str().is_empty() {
+        Vec::new()
+    } else {
+        files_under(&root, &["py"])
+            .into_iter()
+            .filter(|p| !p.components().any(|c| c.as_os_str() == "test"))
+            .collect()
+    };
+    let repo = trawl_core::RepoId::parse("github.com/python/cpython").expect("a valid repo id");
+    let opts = crate::Options::default();
+    files.into_iter().enumerate().filter_map(move |(i, f)| {
+        let text = std::fs::read_to_string(&f).ok()?;
+        let path = f
+            .strip_prefix(&root)
+            .unwrap_or(&f)
+            .to_string_lossy()
+            .into_owned();
+        let blob: trawl_core::BlobId = format!("{:040x}", i + 1).parse().expect("a valid blob id");
+        let chunked = crate::chunk(&path, Some("python"), &text, crate::Strategy::Ast, &opts);
+        let src = Source {
+            repo: &repo,
+            path: &path,
+            blob: &blob,
+            language: "python",
+        };
+        let rows = to_records(&src, &chunked, &text);
+        Some((path, rows))
+    })
+}

@@ -16,15 +16,12 @@
 #![allow(clippy::print_stdout)]
 
 use std::collections::HashSet;
-use std::path::PathBuf;
 use std::time::Instant;
 
-use trawl_chunker::records::{Source, to_records};
-use trawl_chunker::{Options as ChunkOptions, Strategy, chunk};
 use trawl_compactor::build::{BuildOptions, LiveDoc, build};
 use trawl_compactor::docs::{DOC_VERSION, DocRow};
 use trawl_compactor::segment::{self, SpaceInfo, VectorData};
-use trawl_core::ids::{BlobId, RepoId};
+use trawl_core::ids::RepoId;
 use trawl_core::store::Store;
 
 const DIMS: usize = 1024;
@@ -92,32 +89,9 @@ fn synthetic_doc(i: u64) -> DocRow {
 }
 
 fn real_corpus() -> Vec<LiveDoc> {
-    let root = trawl_chunker::corpus::python_stdlib().expect("python3 and its standard library");
-    let files: Vec<PathBuf> = trawl_chunker::corpus::files_under(&root, &["py"])
-        .into_iter()
-        .filter(|p| !p.components().any(|c| c.as_os_str() == "test"))
-        .collect();
-    let repo = RepoId::parse("github.com/python/cpython").expect("repo");
-    let opts = ChunkOptions::default();
     let mut out = Vec::new();
-    for (i, f) in files.iter().enumerate() {
-        let Ok(text) = std::fs::read_to_string(f) else {
-            continue;
-        };
-        let path = f
-            .strip_prefix(&root)
-            .unwrap_or(f)
-            .to_string_lossy()
-            .into_owned();
-        let blob: BlobId = format!("{:040x}", i + 1).parse().expect("blob");
-        let chunked = chunk(&path, Some("python"), &text, Strategy::Ast, &opts);
-        let src = Source {
-            repo: &repo,
-            path: &path,
-            blob: &blob,
-            language: "python",
-        };
-        for r in to_records(&src, &chunked, &text) {
+    for (_, rows) in trawl_chunker::corpus::python_stdlib_chunks() {
+        for r in rows {
             let n = out.len() as u64;
             out.push(LiveDoc {
                 doc: DocRow::from_chunk(r, "c".repeat(40).parse().expect("commit"), true),

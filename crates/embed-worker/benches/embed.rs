@@ -20,10 +20,8 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use trawl_chunker::records::{Source, to_records};
-use trawl_chunker::{Options as ChunkOptions, Strategy, chunk};
 use trawl_core::bus::{Bus, InProcBus};
-use trawl_core::ids::{BlobId, CommitId, RepoId, RunId};
+use trawl_core::ids::{CommitId, RepoId, RunId};
 use trawl_core::records::{self, CHUNK_PART_VERSION, ChunkPartEvent, ChunkRecord, EmbeddingRecord};
 use trawl_core::store::Store;
 use trawl_embed_worker::embedder::{Embedder, InputType, Vector};
@@ -35,33 +33,9 @@ use trawl_embed_worker::{EmbedWorker, Options, Until};
 
 /// Chunk parts of the standard library, one per file, until `tokens` fake tokens.
 fn chunk_parts(tokens: u64) -> Vec<(String, Vec<ChunkRecord>)> {
-    let root = trawl_chunker::corpus::python_stdlib().expect("python3 and its standard library");
-    let files: Vec<PathBuf> = trawl_chunker::corpus::files_under(&root, &["py"])
-        .into_iter()
-        .filter(|p| !p.components().any(|c| c.as_os_str() == "test"))
-        .collect();
-    let repo = RepoId::parse("github.com/python/cpython").expect("a repo id");
-    let opts = ChunkOptions::default();
     let mut out = Vec::new();
     let mut total = 0;
-    for (i, f) in files.iter().enumerate() {
-        let Ok(text) = std::fs::read_to_string(f) else {
-            continue;
-        };
-        let path = f
-            .strip_prefix(&root)
-            .unwrap_or(f)
-            .to_string_lossy()
-            .into_owned();
-        let blob: BlobId = format!("{:040x}", i + 1).parse().expect("a blob id");
-        let chunked = chunk(&path, Some("python"), &text, Strategy::Ast, &opts);
-        let src = Source {
-            repo: &repo,
-            path: &path,
-            blob: &blob,
-            language: "python",
-        };
-        let rows = to_records(&src, &chunked, &text);
+    for (path, rows) in trawl_chunker::corpus::python_stdlib_chunks() {
         total += rows
             .iter()
             .map(|r| fake_tokens(&r.indexed_text()))
