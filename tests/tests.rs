@@ -7,4 +7,5 @@ mod compact;
 mod embed;
 mod fetch;
 mod pipeline;
+mod search;
 mod support;

@@ -28,6 +28,7 @@ pub fn file(s: impl AsRef<[u8]>) -> Node {
 pub struct SourceRepo {
     pub dir: tempfile::TempDir,
     pub repo: Repository,
+    name: String,
 }
 
 impl SourceRepo {
@@ -35,11 +36,27 @@ impl SourceRepo {
         let dir = tempfile::tempdir().unwrap();
         let repo = Repository::init_bare(dir.path().join("src.git")).unwrap();
         repo.set_head("refs/heads/main").unwrap();
-        Self { dir, repo }
+        Self {
+            dir,
+            repo,
+            name: "src".into(),
+        }
+    }
+
+    /// A repository whose id ends in `/<name>` (for access patterns such as `*/name`).
+    pub fn named(name: &str) -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let repo = Repository::init_bare(dir.path().join(format!("{name}.git"))).unwrap();
+        repo.set_head("refs/heads/main").unwrap();
+        Self {
+            dir,
+            repo,
+            name: name.into(),
+        }
     }
 
     pub fn path(&self) -> PathBuf {
-        self.dir.path().join("src.git")
+        self.dir.path().join(format!("{}.git", self.name))
     }
 
     /// Commits exactly `files` as the whole tree, on top of `main` (or as a new root when

@@ -101,6 +101,7 @@ pub struct ChunkWorker {
     opts: Options,
     concurrency: usize,
     metrics: Arc<Metrics>,
+    strategy: Strategy,
 }
 
 /// Why one event failed.
@@ -119,7 +120,16 @@ impl ChunkWorker {
             opts,
             concurrency: concurrency.max(1),
             metrics: Arc::default(),
+            strategy: Strategy::Ast,
         }
+    }
+
+    /// Chunks with `strategy` (fixed windows are the baseline of retrieval evaluations; their
+    /// parts are versioned apart, so a store never mixes them with AST chunks of a file).
+    #[must_use]
+    pub fn with_strategy(mut self, strategy: Strategy) -> Self {
+        self.strategy = strategy;
+        self
     }
 
     pub fn metrics(&self) -> Arc<Metrics> {
@@ -208,14 +218,19 @@ impl ChunkWorker {
         let (Some(blob), Some(content)) = (ev.blob.clone(), ev.content.clone()) else {
             return Err(Failure::Poison("an upsert without blob or content".into()));
         };
-        let key = keys::chunk_part(&ev.repo, &ev.path, &blob, CHUNKER_VERSION);
+        let version = match self.strategy {
+            Strategy::Ast => CHUNKER_VERSION.to_owned(),
+            Strategy::Windows => format!("{CHUNKER_VERSION}-windows"),
+        };
+        let key = keys::chunk_part(&ev.repo, &ev.path, &blob, &version);
+        let strategy = self.strategy;
         let opts = self.opts.clone();
         let (repo, path, language) = (ev.repo.clone(), ev.path.clone(), ev.language.clone());
         let bytes_in = content.len() as u64;
         let blob_for_task = blob.clone();
         let (parquet, count, notes) = tokio::task::spawn_blocking(move || {
             let lang = language.as_deref();
-            let chunked = trawl_chunker::chunk(&path, lang, &content, Strategy::Ast, &opts);
+            let chunked = trawl_chunker::chunk(&path, lang, &content, strategy, &opts);
             let src = Source {
                 repo: &repo,
                 path: &path,

@@ -25,14 +25,28 @@ pub fn options(cfg: &Config) -> trawl_chunker::Options {
     }
 }
 
-pub async fn run(cfg: &Config, args: Args) -> anyhow::Result<ExitCode> {
+/// The chunk worker of the configuration.
+pub fn worker(
+    cfg: &Config,
+    store: Store,
+    bus: Arc<dyn trawl_core::bus::Bus>,
+) -> anyhow::Result<ChunkWorker> {
     anyhow::ensure!(
         cfg.chunk.ceiling >= 64 && cfg.chunk.floor < cfg.chunk.ceiling,
         "chunk.ceiling must be at least 64 bytes and larger than chunk.floor"
     );
+    let strategy = match cfg.chunk.strategy.as_str() {
+        "ast" => trawl_chunker::Strategy::Ast,
+        "windows" => trawl_chunker::Strategy::Windows,
+        other => anyhow::bail!("chunk.strategy is {other:?}: use ast or windows"),
+    };
+    Ok(ChunkWorker::new(store, bus, options(cfg), cfg.chunk.concurrency).with_strategy(strategy))
+}
+
+pub async fn run(cfg: &Config, args: Args) -> anyhow::Result<ExitCode> {
     let store = Store::from_url(&cfg.store.url)?;
     let bus = trawl_core::bus::from_url(&cfg.bus.url, &store, cfg.bus.capacity)?;
-    let worker = ChunkWorker::new(store, bus, options(cfg), cfg.chunk.concurrency);
+    let worker = worker(cfg, store, bus)?;
     let metrics = worker.metrics();
     let live = {
         let metrics = metrics.clone();

@@ -35,11 +35,27 @@ pub enum IndexCommand {
     Rollback,
 }
 
+/// Where a build is, for a live status line.
 #[derive(Default)]
-struct Live {
+pub struct Live {
     shard: AtomicU32,
     shards: AtomicU32,
     swapping: AtomicU64,
+}
+
+impl Live {
+    /// One line: the live set, shard k/n, or the swap.
+    pub fn status(&self) -> String {
+        let n = self.shards.load(Ordering::Relaxed);
+        let g = self.swapping.load(Ordering::Relaxed);
+        if g > 0 {
+            format!("making generation {g} live")
+        } else if n > 0 {
+            format!("shard {}/{n}", self.shard.load(Ordering::Relaxed))
+        } else {
+            "computing the live set".into()
+        }
+    }
 }
 
 impl Progress for Live {
@@ -52,7 +68,7 @@ impl Progress for Live {
     }
 }
 
-fn space(cfg: &Config, embedder: Option<&str>) -> Option<SpaceInfo> {
+pub fn space(cfg: &Config, embedder: Option<&str>) -> Option<SpaceInfo> {
     match trawl_embed_worker::space_of(&cfg.embed, embedder) {
         Ok(s) => Some(SpaceInfo {
             model: s.model,
@@ -76,47 +92,62 @@ pub async fn run(cfg: &Config, args: Args) -> anyhow::Result<ExitCode> {
         );
         return Ok(ExitCode::SUCCESS);
     }
-    let space = space(cfg, args.embedder.as_deref());
     let started = std::time::Instant::now();
     let progress = Arc::new(Live::default());
     let live = {
         let p = progress.clone();
-        crate::progress::Live::start(move || {
-            let n = p.shards.load(Ordering::Relaxed);
-            let g = p.swapping.load(Ordering::Relaxed);
-            if g > 0 {
-                format!("making generation {g} live")
-            } else if n > 0 {
-                format!("shard {}/{n}", p.shard.load(Ordering::Relaxed))
-            } else {
-                "computing the live set".into()
-            }
-        })
+        crate::progress::Live::start(move || p.status())
     };
-    let set = trawl_compactor::live::live_set(&store, space.as_ref())
+    let built = build(
+        cfg,
+        &store,
+        args.embedder.as_deref(),
+        args.full,
+        progress.as_ref(),
+    )
+    .await;
+    live.finish();
+    let m = built?;
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&m)?);
+        return Ok(ExitCode::SUCCESS);
+    }
+    print_summary(&m, started.elapsed().as_secs_f64());
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Builds the next generation from the live set and makes it live.
+pub async fn build(
+    cfg: &Config,
+    store: &trawl_core::store::Store,
+    embedder: Option<&str>,
+    full: bool,
+    progress: &Live,
+) -> anyhow::Result<trawl_compactor::Manifest> {
+    let space = space(cfg, embedder);
+    let set = trawl_compactor::live::live_set(store, space.as_ref())
         .await
         .context("computing the live set")?;
     let opts = BuildOptions {
         shards: cfg.compact.shards,
-        full: args.full,
+        full,
         max_segments: cfg.compact.max_segments,
         merge_tombstone_ratio: cfg.compact.merge_tombstone_ratio,
         source_runs: set.runs.clone(),
         ..BuildOptions::default()
     };
-    let built = trawl_compactor::build(&store, set.docs, space, &opts, progress.as_ref()).await;
-    live.finish();
-    let m = built.context("building the index generation")?;
-    if args.json {
-        println!("{}", serde_json::to_string_pretty(&m)?);
-        return Ok(ExitCode::SUCCESS);
-    }
+    trawl_compactor::build(store, set.docs, space, &opts, progress)
+        .await
+        .context("building the index generation")
+}
+
+fn print_summary(m: &trawl_compactor::Manifest, seconds: f64) {
     let b = &m.build;
     println!(
         "compact: generation {} is live ({}) in {:.1} s",
         m.generation,
         if b.full { "full build" } else { "incremental" },
-        started.elapsed().as_secs_f64()
+        seconds
     );
     println!(
         "  {} chunks from {} repositories: {} with vectors, {} text-only",
@@ -143,7 +174,6 @@ pub async fn run(cfg: &Config, args: Args) -> anyhow::Result<ExitCode> {
             m.counts.text_only
         );
     }
-    Ok(ExitCode::SUCCESS)
 }
 
 pub async fn index(cfg: &Config, cmd: IndexCommand) -> anyhow::Result<ExitCode> {

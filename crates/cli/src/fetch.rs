@@ -72,18 +72,27 @@ impl Observer for Progress {
     }
 }
 
-pub async fn run(cfg: &Config, args: Args) -> anyhow::Result<ExitCode> {
-    let mut specs = match &args.repos {
+/// The repositories of a repos file and of addresses given on the command line.
+pub fn specs(
+    file: Option<&std::path::Path>,
+    addresses: &[String],
+) -> anyhow::Result<Vec<repos::RepoSpec>> {
+    let mut specs = match file {
         Some(path) => repos::load(path)?,
         None => Vec::new(),
     };
     let cwd = std::env::current_dir().context("reading the current directory")?;
-    for r in &args.repo {
+    for r in addresses {
         let spec = repos::resolve(r, &cwd)?;
         if !specs.iter().any(|s| s.id == spec.id) {
             specs.push(spec);
         }
     }
+    Ok(specs)
+}
+
+pub async fn run(cfg: &Config, args: Args) -> anyhow::Result<ExitCode> {
+    let specs = specs(args.repos.as_deref(), &args.repo)?;
     if specs.is_empty() {
         bail!("nothing to fetch: give --repos <file> or --repo <url|path>");
     }
@@ -114,6 +123,7 @@ pub async fn run(cfg: &Config, args: Args) -> anyhow::Result<ExitCode> {
     let opts = RunOptions {
         dry_run: args.dry_run,
         since: args.since.clone(),
+        defer_state: false,
     };
     let report = fetcher.run(&specs, &opts, progress).await;
     bar.finish_and_clear();
@@ -132,7 +142,7 @@ pub async fn run(cfg: &Config, args: Args) -> anyhow::Result<ExitCode> {
 }
 
 /// The table printed at the end of a run.
-fn summary(r: &RunReport) -> String {
+pub fn summary(r: &RunReport) -> String {
     use std::fmt::Write as _;
     let count = |s: &str| r.repos.iter().filter(|x| x.status == s).count();
     let sum = |f: fn(&RepoReport) -> u64| r.repos.iter().map(f).sum::<u64>();
@@ -188,7 +198,7 @@ fn summary(r: &RunReport) -> String {
     s
 }
 
-fn human_bytes(n: u64) -> String {
+pub fn human_bytes(n: u64) -> String {
     let n = n as f64;
     if n >= 1024.0 * 1024.0 {
         format!("{:.1} MiB", n / 1024.0 / 1024.0)

@@ -1,5 +1,5 @@
-//! The `trawl` binary. Each stage runs alone from here; later issues add the one-process
-//! pipeline (`trawl index`). `anyhow` lives only at this edge.
+//! The `trawl` binary: every stage alone, the one-process pipeline (`trawl index`), search,
+//! the query service and evaluation. `anyhow` lives only at this edge.
 
 // The CLI is where stdout belongs.
 #![allow(clippy::print_stdout)]
@@ -9,7 +9,9 @@ mod chunk_worker;
 mod compact;
 mod embed;
 mod fetch;
+mod index;
 mod progress;
+mod search;
 mod sql;
 
 use std::path::PathBuf;
@@ -59,9 +61,19 @@ enum Command {
     /// Build the next index generation (vector + text shards) from the live chunks and their
     /// vectors, reusing what did not change, and make it live.
     Compact(compact::Args),
-    /// Manage index generations.
-    #[command(subcommand)]
-    Index(compact::IndexCommand),
+    /// Index repositories in one process — fetch, chunk, embed (local model by default, no
+    /// key needed), compact — into the local store (./.trawl). Running it again is
+    /// incremental. `trawl index rollback` points the index back at the previous generation.
+    Index(index::Args),
+    /// Search the index: hybrid (vector + BM25) by default, with filters; prints citations
+    /// `repo@commit:path#Lstart-Lend · symbol · kind · score` and snippets.
+    Search(search::Args),
+    /// Serve search over HTTP: POST /v1/search, GET /healthz, /metrics, /openapi.json; bearer
+    /// tokens map to the repositories they may see (`[[query.tokens]]`).
+    Serve(search::ServeArgs),
+    /// Measure retrieval on a query set: Recall@1/5/10 and MRR@10, overall, per kind, per
+    /// repository.
+    Eval(search::EvalArgs),
     /// Query the store's tables (chunks, manifests, embeddings) with SQL (DataFusion).
     Sql(sql::Args),
     /// Print the effective configuration (defaults, file, environment and flags applied).
@@ -131,7 +143,10 @@ fn main() -> ExitCode {
             Command::ChunkWorker(args) => chunk_worker::run(&cfg, args).await,
             Command::Embed(args) => embed::run(&cfg, args).await,
             Command::Compact(args) => compact::run(&cfg, args).await,
-            Command::Index(cmd) => compact::index(&cfg, cmd).await,
+            Command::Index(args) => index::run(&cfg, args).await,
+            Command::Search(args) => search::run(&cfg, args).await,
+            Command::Serve(args) => search::serve(&cfg, args).await,
+            Command::Eval(args) => search::eval(&cfg, args).await,
             Command::Sql(args) => sql::run(&cfg, args).await,
             Command::Config => {
                 let text = toml::to_string_pretty(&cfg)?;

@@ -261,40 +261,57 @@ pub const BOOSTS: [(&str, f32); 4] = [
     ("body", 1.0),
 ];
 
-/// BM25 search of one segment's text index: the best `k` (ord, score).
-pub fn search_text(index: &Index, query: &str, k: usize) -> Result<Vec<(u64, f32)>, CompactError> {
+/// The BM25 query of `query` over a text index: every analyzed term of the query, in every
+/// field with its boost, OR'ed — the query's words need not be adjacent or all present (BM25
+/// ranks), and an identifier typed in any convention meets the same terms as the indexed one.
+pub fn text_query(
+    schema: &Schema,
+    query: &str,
+) -> Result<tantivy::query::BooleanQuery, CompactError> {
     use tantivy::Term;
-    use tantivy::collector::TopDocs;
     use tantivy::query::{BooleanQuery, BoostQuery, Occur, Query, TermQuery};
-    let tv = |e: tantivy::TantivyError| CompactError::Index(format!("text search: {e}"));
-    let schema = index.schema();
-    let field = |name: &str| schema.get_field(name).map_err(tv);
     let mut fields = Vec::new();
-    for (name, _) in BOOSTS {
-        fields.push(field(name)?);
+    for (name, boost) in BOOSTS {
+        let f = schema
+            .get_field(name)
+            .map_err(|e| CompactError::Index(format!("text index: {e}")))?;
+        fields.push((f, boost));
     }
-    // Every analyzed term of the query, in every field with its boost, OR'ed: the query's
-    // words need not be adjacent or all present (BM25 ranks), and an identifier typed in any
-    // convention meets the same terms as the indexed one.
     let mut terms = crate::analyzer::terms(query);
     terms.sort();
     terms.dedup();
     let mut clauses: Vec<(Occur, Box<dyn Query>)> = Vec::new();
     for t in &terms {
-        for (f, (_, boost)) in fields.iter().zip(BOOSTS) {
-            let tq = TermQuery::new(Term::from_field_text(*f, t), IndexRecordOption::WithFreqs);
+        for &(f, boost) in &fields {
+            let tq = TermQuery::new(Term::from_field_text(f, t), IndexRecordOption::WithFreqs);
             clauses.push((
                 Occur::Should,
                 Box::new(BoostQuery::new(Box::new(tq), boost)),
             ));
         }
     }
-    let q = BooleanQuery::new(clauses);
+    Ok(BooleanQuery::new(clauses))
+}
+
+/// BM25 search of one segment's text index: the best `k` (ord, score).
+pub fn search_text(index: &Index, query: &str, k: usize) -> Result<Vec<(u64, f32)>, CompactError> {
+    use tantivy::collector::TopDocs;
+    let tv = |e: tantivy::TantivyError| CompactError::Index(format!("text search: {e}"));
+    let q = text_query(&index.schema(), query)?;
     let reader = index.reader().map_err(tv)?;
     let searcher = reader.searcher();
     let top = searcher
         .search(&q, &TopDocs::with_limit(k.max(1)).order_by_score())
         .map_err(tv)?;
+    ords(&searcher, top)
+}
+
+/// The ords of tantivy hits, with their scores.
+pub fn ords(
+    searcher: &tantivy::Searcher,
+    top: Vec<(f32, tantivy::DocAddress)>,
+) -> Result<Vec<(u64, f32)>, CompactError> {
+    let tv = |e: tantivy::TantivyError| CompactError::Index(format!("text search: {e}"));
     let mut out = Vec::with_capacity(top.len());
     for (score, addr) in top {
         let col = searcher

@@ -19,7 +19,85 @@ pub struct Config {
     pub chunk: ChunkConfig,
     pub embed: EmbedConfig,
     pub compact: CompactConfig,
+    pub query: QueryConfig,
     pub log: LogConfig,
+}
+
+/// The query service and `trawl search`: retrieval knobs, the shard cache, the server and its
+/// tokens.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct QueryConfig {
+    /// Address `trawl serve` listens on.
+    pub listen: String,
+    /// Where shards are cached locally; empty = `<store dir>/cache` for a local store, else
+    /// `${XDG_CACHE_HOME:-~/.cache}/trawl/query`.
+    pub cache_dir: PathBuf,
+    /// How often `trawl serve` checks `index/CURRENT` for a new generation.
+    pub poll_secs: u64,
+    /// Reciprocal rank fusion constant: a hit at rank r of an arm scores weight / (rrf_k + r).
+    pub rrf_k: f64,
+    /// Weight of the vector (ANN) arm in the fusion.
+    pub weight_vector: f64,
+    /// Weight of the lexical (BM25) arm in the fusion.
+    pub weight_lexical: f64,
+    /// Extra weight of the lexical arm when the query looks like an identifier
+    /// (`parse_args`, `HTTPConnection.request`, `os::path`).
+    pub identifier_lexical_weight: f64,
+    /// Candidates each arm contributes per segment (at least 3 × k).
+    pub candidates: usize,
+    /// HNSW breadth of search (usearch `expansion_search`): recall against latency.
+    pub ef_search: usize,
+    /// Largest `k` a request may ask for.
+    pub max_k: usize,
+    /// Longest query accepted, in bytes.
+    pub max_query_bytes: usize,
+    /// Voyage reranker applied to the fused top `rerank_top` (`rerank-2.5`, `rerank-2.5-lite`);
+    /// empty = no reranking. Needs `VOYAGE_API_KEY`.
+    pub rerank_model: String,
+    /// Fused candidates sent to the reranker.
+    pub rerank_top: usize,
+    /// Bearer tokens of `trawl serve` and the repositories each may see (glob patterns such as
+    /// `github.com/acme/*`). No tokens = an open server (for a laptop); with tokens, every
+    /// request needs one.
+    pub tokens: Vec<TokenConfig>,
+}
+
+impl Default for QueryConfig {
+    fn default() -> Self {
+        Self {
+            listen: "127.0.0.1:7700".into(),
+            cache_dir: PathBuf::new(),
+            poll_secs: 10,
+            rrf_k: 60.0,
+            weight_vector: 1.0,
+            weight_lexical: 1.0,
+            identifier_lexical_weight: 2.0,
+            candidates: 50,
+            ef_search: 128,
+            max_k: 100,
+            max_query_bytes: 8192,
+            rerank_model: String::new(),
+            rerank_top: 50,
+            tokens: Vec::new(),
+        }
+    }
+}
+
+/// One bearer token of the query service.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TokenConfig {
+    /// A name for logs and metrics (the token itself is never logged).
+    pub name: String,
+    /// The token, inline (tests, laptops).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub token: String,
+    /// An environment variable holding the token (a Kubernetes Secret mounted as env).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub token_env: String,
+    /// Repository patterns this token may see: `github.com/acme/*`, `*` for all.
+    pub repos: Vec<String>,
 }
 
 /// The compactor: shards, merges, generations kept.
@@ -129,6 +207,9 @@ pub struct ChunkConfig {
     pub parse_timeout_ms: u64,
     /// Files chunked at once by a worker.
     pub concurrency: usize,
+    /// `ast` (definitions: the product) or `windows` (fixed 1,000-character windows with 100
+    /// of overlap: the naive baseline, for retrieval evaluations).
+    pub strategy: String,
 }
 
 impl Default for ChunkConfig {
@@ -138,6 +219,7 @@ impl Default for ChunkConfig {
             ceiling: 2000,
             parse_timeout_ms: 5000,
             concurrency: 4,
+            strategy: "ast".into(),
         }
     }
 }
@@ -238,6 +320,9 @@ const NOT_KEYS: &[&str] = &[
     "TRAWL_BENCH_ONLY",
     "TRAWL_BENCH_BATCH",
     "TRAWL_BENCH_PYTHON",
+    "TRAWL_BENCH_CHUNKS",
+    "TRAWL_BENCH_QUERIES",
+    "TRAWL_TOKEN",
 ];
 
 impl Config {

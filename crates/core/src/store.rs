@@ -108,6 +108,16 @@ impl Store {
         &self.url
     }
 
+    /// The directory of a local store (`file://DIR` or a path); `None` for memory and S3.
+    pub fn local_dir(&self) -> Option<std::path::PathBuf> {
+        if self.url.starts_with("memory:")
+            || self.url.contains("://") && !self.url.starts_with("file://")
+        {
+            return None;
+        }
+        Some(self.url.strip_prefix("file://").unwrap_or(&self.url).into())
+    }
+
     /// The underlying object store and the root prefix, for readers such as DataFusion.
     pub fn object_store(&self) -> (Arc<dyn ObjectStore>, Path) {
         (self.inner.clone(), self.prefix.clone())

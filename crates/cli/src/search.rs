@@ -1,0 +1,375 @@
+//! `trawl search`, `trawl serve` and `trawl eval`.
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context;
+use trawl_core::config::Config;
+use trawl_query::access::Tokens;
+use trawl_query::{Access, Hit, Mode, SearchRequest, SearchResponse, Searcher};
+
+#[derive(clap::Args)]
+pub struct Args {
+    /// What to look for: words ("where are retries handled"), an identifier (`parse_args`,
+    /// `HTTPConnection.request`) or an error message.
+    query: String,
+
+    /// Results to print.
+    #[arg(short, default_value_t = 10)]
+    k: usize,
+
+    /// Only these repositories (ids or patterns such as `github.com/acme/*`). Repeatable.
+    #[arg(long)]
+    repo: Vec<String>,
+
+    /// Only these languages (`python`, `rust`, …). Repeatable.
+    #[arg(long)]
+    lang: Vec<String>,
+
+    /// Only paths matching these globs (`src/**/*.py`); a plain path is a prefix. Repeatable.
+    #[arg(long)]
+    path: Vec<String>,
+
+    /// Only these chunk kinds (`function`, `method`, `class`, `section`, …). Repeatable.
+    #[arg(long)]
+    kind: Vec<String>,
+
+    /// Show each result's parent, siblings and callees as context.
+    #[arg(long)]
+    expand: bool,
+
+    /// `hybrid` (default), `vector` or `lexical`.
+    #[arg(long, default_value = "hybrid", value_parser = ["hybrid", "vector", "lexical"])]
+    mode: String,
+
+    /// One JSON object per result line (repo, commit, path, start_line, end_line, symbol,
+    /// kind, score, text, context).
+    #[arg(long)]
+    json: bool,
+
+    /// Ask a `trawl serve` at this URL instead of reading the local store.
+    #[arg(long, value_name = "URL")]
+    server: Option<String>,
+
+    /// Bearer token for `--server`.
+    #[arg(long, env = "TRAWL_TOKEN", hide_env_values = true)]
+    token: Option<String>,
+
+    /// Which embedder embeds the query (default: the one whose vector space the index uses).
+    #[arg(long, value_parser = ["local", "voyage", "hash"])]
+    embedder: Option<String>,
+}
+
+fn request(args: &Args) -> anyhow::Result<SearchRequest> {
+    Ok(SearchRequest {
+        query: args.query.clone(),
+        k: Some(args.k),
+        repo: args.repo.clone(),
+        lang: args.lang.clone(),
+        path: args.path.clone(),
+        kind: args.kind.clone(),
+        expand: args.expand,
+        mode: args.mode.parse()?,
+    })
+}
+
+/// A searcher over the configured local store, with its live generation open.
+pub async fn local_searcher(cfg: &Config, embedder: Option<&str>) -> anyhow::Result<Searcher> {
+    let store = crate::existing_store(cfg).map_err(|_| {
+        anyhow::anyhow!(
+            "no index at {}: run `trawl index <path>` first",
+            cfg.store.url
+        )
+    })?;
+    let searcher = Searcher::open(store, cfg, embedder).await?;
+    anyhow::ensure!(
+        searcher.generation().is_some(),
+        "{} holds no index generation yet: run `trawl index <path>` (or `trawl compact`)",
+        cfg.store.url
+    );
+    Ok(searcher)
+}
+
+pub async fn run(cfg: &Config, args: Args) -> anyhow::Result<ExitCode> {
+    let req = request(&args)?;
+    let resp = match &args.server {
+        Some(url) => remote(url, args.token.as_deref(), &req).await?,
+        None => {
+            let searcher = local_searcher(cfg, args.embedder.as_deref()).await?;
+            searcher.search(&req, Access::all()).await?
+        }
+    };
+    for n in &resp.notes {
+        eprintln!("note: {n}");
+    }
+    let mut out = std::io::stdout().lock();
+    if args.json {
+        for h in &resp.results {
+            writeln!(out, "{}", serde_json::to_string(h)?)?;
+        }
+    } else {
+        print_hits(&mut out, &resp)?;
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+async fn remote(
+    url: &str,
+    token: Option<&str>,
+    req: &SearchRequest,
+) -> anyhow::Result<SearchResponse> {
+    let client = reqwest::Client::builder()
+        .timeout(Duration::from_secs(60))
+        .build()?;
+    let mut r = client
+        .post(format!("{}/v1/search", url.trim_end_matches('/')))
+        .json(req);
+    if let Some(t) = token {
+        r = r.bearer_auth(t);
+    }
+    let resp = r
+        .send()
+        .await
+        .with_context(|| format!("cannot reach the query service at {url}"))?;
+    let status = resp.status();
+    let body = resp.text().await?;
+    if !status.is_success() {
+        let msg = serde_json::from_str::<serde_json::Value>(&body)
+            .ok()
+            .and_then(|v| v["error"].as_str().map(str::to_owned))
+            .unwrap_or(body);
+        anyhow::bail!("the query service answered {status}: {msg}");
+    }
+    serde_json::from_str(&body).context("the query service's answer is not a search response")
+}
+
+/// Lines of a result's text shown as its snippet.
+const SNIPPET_LINES: usize = 8;
+
+fn print_hits(out: &mut impl Write, resp: &SearchResponse) -> std::io::Result<()> {
+    if resp.results.is_empty() {
+        writeln!(out, "no results")?;
+    }
+    for (i, h) in resp.results.iter().enumerate() {
+        writeln!(
+            out,
+            "{:>2}. {} · {} · {} · {:.4}",
+            i + 1,
+            h.citation(),
+            h.symbol.as_deref().unwrap_or("-"),
+            h.kind,
+            h.score
+        )?;
+        snippet(out, h)?;
+        for c in &h.context {
+            writeln!(
+                out,
+                "      ↳ {:<9} {}:{}#L{}-L{} · {} · {}",
+                c.relation,
+                c.repo,
+                c.path,
+                c.start_line,
+                c.end_line,
+                c.symbol.as_deref().unwrap_or("-"),
+                c.kind
+            )?;
+        }
+    }
+    writeln!(
+        out,
+        "generation {} · {} · search {:.1} ms · query embedding {:.1} ms",
+        resp.generation,
+        resp.mode.as_str(),
+        resp.search_ms,
+        resp.embed_ms
+    )
+}
+
+fn snippet(out: &mut impl Write, h: &Hit) -> std::io::Result<()> {
+    let lines: Vec<&str> = h.text.lines().collect();
+    for (n, line) in lines.iter().take(SNIPPET_LINES).enumerate() {
+        let mut line = (*line).to_owned();
+        if line.len() > 160 {
+            let mut end = 157;
+            while !line.is_char_boundary(end) {
+                end -= 1;
+            }
+            line.truncate(end);
+            line.push('…');
+        }
+        writeln!(out, "    {:>5} │ {line}", h.start_line as usize + n)?;
+    }
+    if lines.len() > SNIPPET_LINES {
+        writeln!(
+            out,
+            "          │ … {} more lines",
+            lines.len() - SNIPPET_LINES
+        )?;
+    }
+    Ok(())
+}
+
+#[derive(clap::Args)]
+pub struct ServeArgs {
+    /// Address to listen on (default `query.listen`).
+    #[arg(long)]
+    listen: Option<String>,
+}
+
+pub async fn serve(cfg: &Config, args: ServeArgs) -> anyhow::Result<ExitCode> {
+    let store = trawl_core::store::Store::from_url(&cfg.store.url)?;
+    let tokens = Tokens::from_config(&cfg.query.tokens)?;
+    if tokens.open() {
+        tracing::warn!("no query.tokens configured: every client sees every repository");
+    }
+    let searcher = Arc::new(Searcher::open(store, cfg, None).await?);
+    if searcher.generation().is_none() {
+        tracing::warn!("no index generation yet: /healthz answers 503 until one appears");
+    }
+    let addr = args.listen.unwrap_or_else(|| cfg.query.listen.clone());
+    let listener = tokio::net::TcpListener::bind(&addr)
+        .await
+        .with_context(|| format!("cannot listen on {addr}"))?;
+    eprintln!(
+        "serve: listening on http://{} (POST /v1/search, GET /healthz /metrics /openapi.json)",
+        listener.local_addr()?
+    );
+    let app = trawl_query::server::App {
+        searcher,
+        tokens: Arc::new(tokens),
+    };
+    trawl_query::server::serve(
+        app,
+        listener,
+        Duration::from_secs(cfg.query.poll_secs.max(1)),
+        async {
+            shutdown_signal().await;
+        },
+    )
+    .await?;
+    eprintln!("serve: stopped");
+    Ok(ExitCode::SUCCESS)
+}
+
+async fn shutdown_signal() {
+    let ctrl_c = tokio::signal::ctrl_c();
+    #[cfg(unix)]
+    {
+        let mut term =
+            tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).ok();
+        let term = async {
+            match term.as_mut() {
+                Some(t) => {
+                    t.recv().await;
+                }
+                None => std::future::pending().await,
+            }
+        };
+        tokio::select! {
+            _ = ctrl_c => {},
+            () = term => {},
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = ctrl_c.await;
+    }
+}
+
+#[derive(clap::Args)]
+pub struct EvalArgs {
+    /// The query set: JSON lines `{"id","query","kind","targets":[{"repo","path",
+    /// "start_line","end_line"}]}` (a target's repo may be a pattern; `*` matches any).
+    queries: PathBuf,
+
+    /// Modes to evaluate, comma-separated: hybrid, vector, lexical.
+    #[arg(long, default_value = "hybrid", value_delimiter = ',')]
+    mode: Vec<String>,
+
+    /// A name for this run in the table (e.g. "ast · local").
+    #[arg(long)]
+    label: Option<String>,
+
+    /// Print the reports as JSON.
+    #[arg(long)]
+    json: bool,
+
+    /// List the queries with no target in the top 10.
+    #[arg(long)]
+    missed: bool,
+
+    /// Which embedder embeds the queries (default: the one the index's space needs).
+    #[arg(long, value_parser = ["local", "voyage", "hash"])]
+    embedder: Option<String>,
+}
+
+pub async fn eval(cfg: &Config, args: EvalArgs) -> anyhow::Result<ExitCode> {
+    let queries = trawl_query::eval::load(&args.queries)?;
+    let searcher = local_searcher(cfg, args.embedder.as_deref()).await?;
+    let label = args.label.clone().unwrap_or_default();
+    let mut reports = Vec::new();
+    for mode in &args.mode {
+        let mode: Mode = mode.parse()?;
+        let bar = indicatif::ProgressBar::new(queries.len() as u64);
+        let mut results = Vec::with_capacity(queries.len());
+        let mut notes = std::collections::BTreeSet::new();
+        for q in &queries {
+            let mut req = SearchRequest::new(q.query.clone());
+            req.k = Some(10);
+            req.mode = mode;
+            let r = searcher.search(&req, Access::all()).await?;
+            notes.extend(r.notes);
+            results.push(r.results);
+            bar.inc(1);
+        }
+        bar.finish_and_clear();
+        for n in notes {
+            eprintln!("note ({}): {n}", mode.as_str());
+        }
+        let report = trawl_query::eval::score(&queries, &results);
+        reports.push((mode, report));
+    }
+    if args.json {
+        let v: Vec<serde_json::Value> = reports
+            .iter()
+            .map(|(m, r)| serde_json::json!({"label": label, "mode": m.as_str(), "report": r}))
+            .collect();
+        println!("{}", serde_json::to_string_pretty(&v)?);
+        return Ok(ExitCode::SUCCESS);
+    }
+    println!(
+        "| run | mode | queries | Recall@1 | Recall@5 | Recall@10 | MRR@10 |\n|---|---|---|---|---|---|---|"
+    );
+    let row = |name: &str, mode: &str, s: &trawl_query::eval::Scores| {
+        println!(
+            "| {name} | {mode} | {} | {:.3} | {:.3} | {:.3} | {:.3} |",
+            s.queries, s.recall_1, s.recall_5, s.recall_10, s.mrr_10
+        );
+    };
+    for (m, r) in &reports {
+        row(
+            if label.is_empty() { "all" } else { &label },
+            m.as_str(),
+            &r.overall,
+        );
+    }
+    for (m, r) in &reports {
+        for (kind, s) in &r.by_kind {
+            row(&format!("kind={kind}"), m.as_str(), s);
+        }
+        if r.by_repo.len() > 1 {
+            for (repo, s) in &r.by_repo {
+                row(&format!("repo={repo}"), m.as_str(), s);
+            }
+        }
+    }
+    if args.missed {
+        for (m, r) in &reports {
+            println!("missed ({}): {}", m.as_str(), r.missed.join(", "));
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}

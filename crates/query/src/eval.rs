@@ -1,0 +1,256 @@
+//! Retrieval quality of a query set: Recall@1/5/10 and MRR@10, overall, per query kind and
+//! per repository.
+//!
+//! A query is a JSON line `{"id","query","kind","targets":[{"repo","path","start_line",
+//! "end_line"}]}`. A result hits a target when it is in the same repository (the target's
+//! `repo` is a pattern: `*` matches any) and path, and their line ranges overlap by at least
+//! half of the smaller range.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+
+use crate::QueryError;
+use crate::request::Hit;
+
+/// One expected answer.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Target {
+    pub repo: String,
+    pub path: String,
+    pub start_line: u32,
+    pub end_line: u32,
+}
+
+/// One query of the set.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EvalQuery {
+    pub id: String,
+    pub query: String,
+    /// What sort of query: `natural`, `symbol`, `error`, `config`, …
+    pub kind: String,
+    pub targets: Vec<Target>,
+}
+
+/// Reads a JSON-lines query set; blank lines are skipped; an error names the line.
+pub fn load(path: &Path) -> Result<Vec<EvalQuery>, QueryError> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| QueryError::BadRequest(format!("cannot read {}: {e}", path.display())))?;
+    let mut out = Vec::new();
+    for (i, line) in text.lines().enumerate() {
+        if line.trim().is_empty() {
+            continue;
+        }
+        let q: EvalQuery = serde_json::from_str(line)
+            .map_err(|e| QueryError::BadRequest(format!("{}:{}: {e}", path.display(), i + 1)))?;
+        if q.targets.is_empty() {
+            return Err(QueryError::BadRequest(format!(
+                "{}:{}: query {:?} has no targets",
+                path.display(),
+                i + 1,
+                q.id
+            )));
+        }
+        out.push(q);
+    }
+    if out.is_empty() {
+        return Err(QueryError::BadRequest(format!(
+            "{} holds no queries",
+            path.display()
+        )));
+    }
+    Ok(out)
+}
+
+fn repo_matches(pattern: &str, repo: &str) -> bool {
+    pattern == repo
+        || crate::access::glob(pattern).is_ok_and(|g| g.compile_matcher().is_match(repo))
+}
+
+/// Whether a result (or what it collapsed into it) hits a target.
+pub fn hits(hit: &Hit, t: &Target) -> bool {
+    if !repo_matches(&t.repo, &hit.repo) || hit.path != t.path {
+        return false;
+    }
+    let lo = hit.start_line.max(t.start_line);
+    let hi = hit.end_line.min(t.end_line);
+    if hi < lo {
+        return false;
+    }
+    let overlap = hi - lo + 1;
+    let smaller = (hit.end_line - hit.start_line + 1).min(t.end_line - t.start_line + 1);
+    2 * overlap >= smaller
+}
+
+/// Recall@1/5/10 and MRR@10 over some queries.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct Scores {
+    pub queries: usize,
+    pub recall_1: f64,
+    pub recall_5: f64,
+    pub recall_10: f64,
+    pub mrr_10: f64,
+}
+
+#[derive(Default)]
+struct Sum {
+    n: usize,
+    r: [f64; 3],
+    mrr: f64,
+}
+
+impl Sum {
+    fn add(&mut self, r: [f64; 3], mrr: f64) {
+        self.n += 1;
+        for (a, b) in self.r.iter_mut().zip(r) {
+            *a += b;
+        }
+        self.mrr += mrr;
+    }
+    fn scores(&self) -> Scores {
+        let n = self.n.max(1) as f64;
+        Scores {
+            queries: self.n,
+            recall_1: self.r[0] / n,
+            recall_5: self.r[1] / n,
+            recall_10: self.r[2] / n,
+            mrr_10: self.mrr / n,
+        }
+    }
+}
+
+/// The scores of a run.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct Report {
+    pub overall: Scores,
+    pub by_kind: BTreeMap<String, Scores>,
+    pub by_repo: BTreeMap<String, Scores>,
+    /// Queries with no target in the top 10.
+    pub missed: Vec<String>,
+}
+
+/// Scores `results[i]` (ranked) against `queries[i]`. Recall@k is the share of a query's
+/// targets found in the top k; MRR@10 the reciprocal rank of the first result that hits any.
+pub fn score(queries: &[EvalQuery], results: &[Vec<Hit>]) -> Report {
+    let mut all = Sum::default();
+    let mut kinds: BTreeMap<String, Sum> = BTreeMap::new();
+    let mut repos: BTreeMap<String, Sum> = BTreeMap::new();
+    let mut missed = Vec::new();
+    for (q, hits_) in queries.iter().zip(results) {
+        let found_by = |k: usize| {
+            q.targets
+                .iter()
+                .filter(|t| hits_.iter().take(k).any(|h| hits(h, t)))
+                .count() as f64
+                / q.targets.len() as f64
+        };
+        let r = [found_by(1), found_by(5), found_by(10)];
+        let first = hits_
+            .iter()
+            .take(10)
+            .position(|h| q.targets.iter().any(|t| hits(h, t)));
+        let mrr = first.map_or(0.0, |p| 1.0 / (p + 1) as f64);
+        if first.is_none() {
+            missed.push(q.id.clone());
+        }
+        all.add(r, mrr);
+        kinds.entry(q.kind.clone()).or_default().add(r, mrr);
+        repos
+            .entry(q.targets[0].repo.clone())
+            .or_default()
+            .add(r, mrr);
+    }
+    Report {
+        overall: all.scores(),
+        by_kind: kinds.into_iter().map(|(k, s)| (k, s.scores())).collect(),
+        by_repo: repos.into_iter().map(|(k, s)| (k, s.scores())).collect(),
+        missed,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn hit(path: &str, a: u32, b: u32) -> Hit {
+        Hit {
+            chunk: crate::request::Cited {
+                repo: "local/x".into(),
+                commit: "c".into(),
+                path: path.into(),
+                start_line: a,
+                end_line: b,
+                symbol: None,
+                kind: "function".into(),
+                text: String::new(),
+            },
+            score: 0.0,
+            language: "python".into(),
+            chunk_id: String::new(),
+            context: vec![],
+        }
+    }
+
+    fn target(path: &str, a: u32, b: u32) -> Target {
+        Target {
+            repo: "*".into(),
+            path: path.into(),
+            start_line: a,
+            end_line: b,
+        }
+    }
+
+    #[test]
+    fn a_hit_needs_the_same_file_and_half_the_smaller_span() {
+        let t = target("a.py", 10, 20);
+        assert!(hits(&hit("a.py", 10, 20), &t));
+        assert!(
+            hits(&hit("a.py", 1, 100), &t),
+            "a container holds the target"
+        );
+        assert!(hits(&hit("a.py", 15, 30), &t), "6 of 11 lines");
+        assert!(!hits(&hit("a.py", 17, 40), &t), "4 of 11 lines");
+        assert!(!hits(&hit("b.py", 10, 20), &t));
+        let mut other = t.clone();
+        other.repo = "github.com/a/*".into();
+        assert!(!hits(&hit("a.py", 10, 20), &other));
+    }
+
+    #[test]
+    fn recall_and_mrr_follow_the_first_hit() {
+        let q = |id: &str, kind: &str, targets: Vec<Target>| EvalQuery {
+            id: id.into(),
+            query: id.into(),
+            kind: kind.into(),
+            targets,
+        };
+        let queries = vec![
+            q("first", "symbol", vec![target("a.py", 1, 5)]),
+            q("third", "natural", vec![target("a.py", 1, 5)]),
+            q("never", "natural", vec![target("a.py", 1, 5)]),
+            q(
+                "half",
+                "natural",
+                vec![target("a.py", 1, 5), target("b.py", 1, 5)],
+            ),
+        ];
+        let miss = hit("c.py", 1, 5);
+        let good = hit("a.py", 1, 5);
+        let results = vec![
+            vec![good.clone()],
+            vec![miss.clone(), miss.clone(), good.clone()],
+            vec![miss.clone(); 12],
+            vec![good.clone()],
+        ];
+        let r = score(&queries, &results);
+        assert_eq!(r.overall.queries, 4);
+        assert!((r.overall.recall_1 - (1.0 + 0.0 + 0.0 + 0.5) / 4.0).abs() < 1e-9);
+        assert!((r.overall.recall_5 - (1.0 + 1.0 + 0.0 + 0.5) / 4.0).abs() < 1e-9);
+        assert!((r.overall.mrr_10 - (1.0 + 1.0 / 3.0 + 0.0 + 1.0) / 4.0).abs() < 1e-9);
+        assert!((r.by_kind["symbol"].recall_1 - 1.0).abs() < 1e-9);
+        assert_eq!(r.missed, ["never"]);
+    }
+}

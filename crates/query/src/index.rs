@@ -1,0 +1,341 @@
+//! A generation opened for search. Segments are read in place from a local store, or pulled
+//! from a remote one into a local cache first (segment directories are immutable and shared
+//! between generations, so a new generation only downloads its new segments).
+
+use std::collections::{HashMap, HashSet};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Instant;
+
+use futures::StreamExt;
+use trawl_compactor::docs::DocRow;
+use trawl_compactor::generation::{self, Manifest, SegmentEntry, Tombstones};
+use trawl_compactor::segment;
+use trawl_core::ChunkId;
+use trawl_core::store::Store;
+
+use crate::QueryError;
+
+/// One segment, open.
+pub struct Segment {
+    pub dir: String,
+    /// Docs by ord.
+    pub docs: Vec<DocRow>,
+    /// False for tombstoned ords.
+    pub alive: Vec<bool>,
+    /// Each doc's repository, as an index into `repos`.
+    pub repo_of: Vec<u32>,
+    pub repos: Vec<String>,
+    pub vectors: Option<usearch::Index>,
+    pub text: tantivy::Index,
+    pub reader: tantivy::IndexReader,
+    /// Lowercased symbols and qualified names → ords of definitions.
+    pub symbols: HashMap<String, Vec<u32>>,
+}
+
+impl std::fmt::Debug for Segment {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Segment")
+            .field("dir", &self.dir)
+            .field("docs", &self.docs.len())
+            .finish_non_exhaustive()
+    }
+}
+
+/// The forms under which a symbol is looked up: the name, the qualified name, and the
+/// qualified name with `.`/`::`/`#`/`->` separators made one (`a.b` = `a::b`).
+pub fn symbol_keys(symbol: Option<&str>, qualified: Option<&str>) -> Vec<String> {
+    let mut keys = Vec::new();
+    for s in [symbol, qualified].into_iter().flatten() {
+        let s = s.trim().to_lowercase();
+        if s.is_empty() {
+            continue;
+        }
+        keys.push(normalize_symbol(&s));
+        keys.push(s);
+    }
+    keys.sort();
+    keys.dedup();
+    keys
+}
+
+/// `a::b`, `a#b`, `a->b` → `a.b`; a trailing `()` dropped; lowercased.
+pub fn normalize_symbol(s: &str) -> String {
+    let s = s.trim().trim_end_matches("()").to_lowercase();
+    s.replace("::", ".").replace("->", ".").replace('#', ".")
+}
+
+/// Kinds that are definitions (an exact symbol match ranks them first).
+pub fn is_definition(kind: &str) -> bool {
+    !matches!(
+        kind,
+        "toc" | "module_code" | "text" | "section" | "class_skeleton" | "window"
+    )
+}
+
+/// An open generation.
+#[derive(Debug)]
+pub struct Generation {
+    pub number: u64,
+    pub manifest: Manifest,
+    pub segments: Vec<Arc<Segment>>,
+    /// Chunk id → (segment, ord) of live docs.
+    by_id: HashMap<ChunkId, (u32, u32)>,
+    /// How long opening took, and how much was downloaded.
+    pub load: LoadStats,
+}
+
+/// What opening a generation cost.
+#[derive(Clone, Debug, Default, serde::Serialize)]
+pub struct LoadStats {
+    pub seconds: f64,
+    pub segments: usize,
+    pub segments_downloaded: usize,
+    pub bytes_downloaded: u64,
+}
+
+impl Generation {
+    /// The live doc of a chunk id.
+    pub fn doc(&self, id: &ChunkId) -> Option<(u32, u32)> {
+        self.by_id.get(id).copied()
+    }
+
+    /// Live docs.
+    pub fn live_docs(&self) -> usize {
+        self.by_id.len()
+    }
+
+    /// Opens the live generation (`CURRENT`), or `None` when there is none.
+    pub async fn open_current(store: &Store, cache: &Path) -> Result<Option<Self>, QueryError> {
+        match generation::current(store).await? {
+            Some((cur, _)) => Ok(Some(Self::open(store, cache, cur.generation).await?)),
+            None => Ok(None),
+        }
+    }
+
+    /// Opens generation `number`: downloads what the cache lacks (unless the store is a local
+    /// directory, read in place), then opens every segment, in parallel.
+    pub async fn open(store: &Store, cache: &Path, number: u64) -> Result<Self, QueryError> {
+        let t0 = Instant::now();
+        let manifest = generation::manifest(store, number).await?;
+        let root = match store.local_dir() {
+            Some(dir) => dir,
+            None => cache.to_path_buf(),
+        };
+        let in_place = store.local_dir().is_some();
+        let mut load = LoadStats::default();
+        let mut work: Vec<(SegmentEntry, HashSet<u64>)> = Vec::new();
+        for shard in &manifest.shards {
+            let tomb: Tombstones = match &shard.tombstones {
+                Some(key) => store.get_json(key).await?.unwrap_or_default(),
+                None => Tombstones::default(),
+            };
+            for seg in &shard.segments {
+                let deleted: HashSet<u64> = tomb
+                    .deleted
+                    .get(&seg.dir)
+                    .map(|v| v.iter().copied().collect())
+                    .unwrap_or_default();
+                work.push((seg.clone(), deleted));
+            }
+        }
+        load.segments = work.len();
+        if !in_place {
+            let segs: Vec<SegmentEntry> = work.iter().map(|(s, _)| s.clone()).collect();
+            let downloads: Vec<Result<u64, QueryError>> = futures::stream::iter(segs)
+                .map(|seg| {
+                    let (store, root) = (store.clone(), root.clone());
+                    async move { download(&store, &root, &seg).await }
+                })
+                .buffer_unordered(8)
+                .collect()
+                .await;
+            for d in downloads {
+                let bytes = d?;
+                if bytes > 0 {
+                    load.segments_downloaded += 1;
+                    load.bytes_downloaded += bytes;
+                }
+            }
+        }
+        let segments = tokio::task::spawn_blocking(move || {
+            use rayon::prelude::*;
+            work.into_par_iter()
+                .map(|(seg, deleted)| open_segment(&root, &seg, &deleted).map(Arc::new))
+                .collect::<Result<Vec<_>, _>>()
+        })
+        .await
+        .map_err(|e| QueryError::Index(format!("opening segments: {e}")))??;
+        let mut by_id = HashMap::new();
+        for (s, seg) in segments.iter().enumerate() {
+            for (o, d) in seg.docs.iter().enumerate() {
+                if seg.alive[o] {
+                    by_id.insert(d.chunk_id, (s as u32, o as u32));
+                }
+            }
+        }
+        load.seconds = t0.elapsed().as_secs_f64();
+        tracing::debug!(
+            generation = number,
+            segments = segments.len(),
+            docs = by_id.len(),
+            seconds = load.seconds,
+            "generation opened"
+        );
+        Ok(Self {
+            number,
+            manifest,
+            segments,
+            by_id,
+            load,
+        })
+    }
+}
+
+/// The local directory of a segment.
+fn local(root: &Path, seg: &SegmentEntry) -> PathBuf {
+    seg.dir
+        .split('/')
+        .fold(root.to_path_buf(), |p, part| p.join(part))
+}
+
+const COMPLETE: &str = ".complete";
+
+/// Pulls a segment into the cache unless it is there; returns the bytes downloaded.
+async fn download(store: &Store, root: &Path, seg: &SegmentEntry) -> Result<u64, QueryError> {
+    let dir = local(root, seg);
+    if dir.join(COMPLETE).exists() {
+        return Ok(0);
+    }
+    let io = |e: std::io::Error| QueryError::Index(format!("cache {}: {e}", dir.display()));
+    let tmp = dir.with_extension("partial");
+    let _ = tokio::fs::remove_dir_all(&tmp).await;
+    tokio::fs::create_dir_all(tmp.join("text"))
+        .await
+        .map_err(io)?;
+    let mut names = vec!["docs.parquet".to_owned()];
+    if seg.vectors > 0 {
+        names.push("vectors.usearch".into());
+    }
+    names.extend(seg.text_files.iter().map(|f| format!("text/{f}")));
+    let mut bytes = 0;
+    for name in names {
+        let key = format!("{}/{name}", seg.dir);
+        let data = store.get(&key).await?.ok_or_else(|| {
+            QueryError::Index(format!(
+                "{key} is missing from the store: was the generation garbage-collected? the service will load the next one"
+            ))
+        })?;
+        bytes += data.len() as u64;
+        tokio::fs::write(tmp.join(&name), &data).await.map_err(io)?;
+    }
+    tokio::fs::write(tmp.join(COMPLETE), b"")
+        .await
+        .map_err(io)?;
+    let _ = tokio::fs::remove_dir_all(&dir).await;
+    if let Some(parent) = dir.parent() {
+        tokio::fs::create_dir_all(parent).await.map_err(io)?;
+    }
+    tokio::fs::rename(&tmp, &dir).await.map_err(io)?;
+    Ok(bytes)
+}
+
+fn open_segment(
+    root: &Path,
+    seg: &SegmentEntry,
+    deleted: &HashSet<u64>,
+) -> Result<Segment, QueryError> {
+    let dir = local(root, seg);
+    let idx = |m: String| QueryError::Index(format!("segment {}: {m}", seg.dir));
+    let bytes = std::fs::read(dir.join("docs.parquet")).map_err(|e| idx(e.to_string()))?;
+    let mut docs: Vec<DocRow> = trawl_core::records::from_parquet(bytes.into())?;
+    docs.sort_by_key(|d| d.ord);
+    if docs.iter().enumerate().any(|(i, d)| d.ord != i as u64) {
+        return Err(idx(
+            "doc ords are not 0..n: rebuild with `trawl compact --full`".into(),
+        ));
+    }
+    let vectors = if seg.vectors > 0 {
+        let path = dir.join("vectors.usearch");
+        let index = usearch::Index::restore(&path.to_string_lossy())
+            .map_err(|e| idx(format!("vector index: {e}")))?;
+        Some(index)
+    } else {
+        None
+    };
+    let text = segment::open_text(&dir.join("text"))?;
+    let reader = text
+        .reader_builder()
+        .reload_policy(tantivy::ReloadPolicy::Manual)
+        .try_into()
+        .map_err(|e| idx(format!("text index: {e}")))?;
+    let mut repos: Vec<String> = Vec::new();
+    let mut repo_ix: HashMap<&str, u32> = HashMap::new();
+    let mut repo_of = Vec::with_capacity(docs.len());
+    let mut symbols: HashMap<String, Vec<u32>> = HashMap::new();
+    let mut alive = Vec::with_capacity(docs.len());
+    for (o, d) in docs.iter().enumerate() {
+        let n = repo_ix.len() as u32;
+        let r = *repo_ix.entry(d.repo_id.as_str()).or_insert_with(|| {
+            repos.push(d.repo_id.as_str().to_owned());
+            n
+        });
+        repo_of.push(r);
+        let live = !deleted.contains(&(o as u64));
+        alive.push(live);
+        if live && is_definition(&d.kind) {
+            for k in symbol_keys(d.symbol.as_deref(), d.qualified_name.as_deref()) {
+                symbols.entry(k).or_default().push(o as u32);
+            }
+        }
+    }
+    Ok(Segment {
+        dir: seg.dir.clone(),
+        docs,
+        alive,
+        repo_of,
+        repos,
+        vectors,
+        text,
+        reader,
+        symbols,
+    })
+}
+
+/// Removes cached segments no generation in `keep` uses (after a swap).
+pub fn prune_cache(cache: &Path, keep: &[&Generation]) -> usize {
+    let wanted: HashSet<PathBuf> = keep
+        .iter()
+        .flat_map(|g| {
+            g.segments.iter().map(|s| {
+                s.dir
+                    .split('/')
+                    .fold(cache.to_path_buf(), |p, part| p.join(part))
+            })
+        })
+        .collect();
+    let mut removed = 0;
+    let Ok(gens) = std::fs::read_dir(cache.join("index")) else {
+        return 0;
+    };
+    for g in gens.flatten() {
+        let Ok(shards) = std::fs::read_dir(g.path()) else {
+            continue;
+        };
+        for s in shards.flatten() {
+            let Ok(segs) = std::fs::read_dir(s.path()) else {
+                continue;
+            };
+            for seg in segs.flatten() {
+                let p = seg.path();
+                if !wanted.contains(&p) && std::fs::remove_dir_all(&p).is_ok() {
+                    removed += 1;
+                }
+            }
+        }
+    }
+    removed
+}
+
+/// Shared handle of an open generation.
+pub type Shared = Arc<Generation>;

@@ -1,0 +1,528 @@
+//! One search over an open generation.
+//!
+//! [`candidates`] runs the arms — per segment, ANN and BM25 in parallel (rayon), each with
+//! the filters and the caller's access applied inside the search (usearch's filtered search,
+//! tantivy's filter collector), so another repository's docs never take a top-k slot — and
+//! fuses them by reciprocal rank. [`finish`] collapses overlapping hits and expands along
+//! the graph. Between the two the service may rerank.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use globset::GlobSet;
+use rayon::prelude::*;
+use trawl_compactor::VectorData;
+use trawl_compactor::docs::DocRow;
+use trawl_core::config::QueryConfig;
+
+use crate::QueryError;
+use crate::access::{Access, globset};
+use crate::index::{Generation, Segment, is_definition, normalize_symbol};
+use crate::request::{Cited, Context, Hit, Mode, SearchRequest};
+
+/// Retrieval knobs (see `[query]` in the configuration).
+#[derive(Clone, Debug)]
+pub struct Params {
+    pub rrf_k: f64,
+    pub weight_vector: f64,
+    pub weight_lexical: f64,
+    pub identifier_lexical_weight: f64,
+    pub candidates: usize,
+}
+
+impl From<&QueryConfig> for Params {
+    fn from(c: &QueryConfig) -> Self {
+        Self {
+            rrf_k: c.rrf_k,
+            weight_vector: c.weight_vector,
+            weight_lexical: c.weight_lexical,
+            identifier_lexical_weight: c.identifier_lexical_weight,
+            candidates: c.candidates,
+        }
+    }
+}
+
+impl Default for Params {
+    fn default() -> Self {
+        Self::from(&QueryConfig::default())
+    }
+}
+
+/// What restricts the docs a search may touch: the request's filters and the caller's access.
+#[derive(Debug)]
+pub struct Filter {
+    access: Access,
+    repo: Option<GlobSet>,
+    lang: Vec<String>,
+    kind: Vec<String>,
+    path: Option<GlobSet>,
+}
+
+impl Filter {
+    pub fn new(req: &SearchRequest, access: Access) -> Result<Self, QueryError> {
+        let lower = |v: &[String]| v.iter().map(|s| s.trim().to_lowercase()).collect();
+        let repo = if req.repo.is_empty() {
+            None
+        } else {
+            Some(globset(&req.repo)?)
+        };
+        let path = if req.path.is_empty() {
+            None
+        } else {
+            // A pattern without a wildcard is a prefix: `Lib/http` = `Lib/http` and below.
+            let pats: Vec<String> = req
+                .path
+                .iter()
+                .flat_map(|p| {
+                    let p = p.trim().trim_start_matches("./").to_owned();
+                    if p.contains(['*', '?', '[', '{']) {
+                        vec![p]
+                    } else {
+                        let base = p.trim_end_matches('/').to_owned();
+                        vec![base.clone(), format!("{base}/**")]
+                    }
+                })
+                .collect();
+            Some(globset(&pats).map_err(|e| {
+                QueryError::BadRequest(e.to_string().replace("repository pattern", "path pattern"))
+            })?)
+        };
+        Ok(Self {
+            access,
+            repo,
+            lang: lower(&req.lang),
+            kind: lower(&req.kind),
+            path,
+        })
+    }
+
+    fn repo_ok(&self, repo: &str) -> bool {
+        self.access.allows(repo) && self.repo.as_ref().is_none_or(|g| g.is_match(repo))
+    }
+
+    fn restricts_docs(&self) -> bool {
+        !self.lang.is_empty() || !self.kind.is_empty() || self.path.is_some()
+    }
+
+    fn doc_ok(&self, d: &DocRow) -> bool {
+        (self.lang.is_empty() || self.lang.iter().any(|l| l == &d.language))
+            && (self.kind.is_empty() || self.kind.iter().any(|k| k == &d.kind))
+            && self.path.as_ref().is_none_or(|g| g.is_match(&d.path))
+    }
+}
+
+/// The filter of one segment, cheap to clone into tantivy's collector.
+#[derive(Clone)]
+struct SegFilter {
+    seg: Arc<Segment>,
+    filter: Arc<Filter>,
+    repo_ok: Arc<Vec<bool>>,
+}
+
+impl SegFilter {
+    fn new(seg: &Arc<Segment>, filter: &Arc<Filter>) -> Self {
+        Self {
+            repo_ok: Arc::new(seg.repos.iter().map(|r| filter.repo_ok(r)).collect()),
+            seg: seg.clone(),
+            filter: filter.clone(),
+        }
+    }
+
+    /// Nothing in this segment is excluded.
+    fn passes_all(&self) -> bool {
+        self.repo_ok.iter().all(|&b| b)
+            && !self.filter.restricts_docs()
+            && self.seg.alive.iter().all(|&a| a)
+    }
+
+    /// No doc of this segment can pass.
+    fn passes_none(&self) -> bool {
+        !self.repo_ok.iter().any(|&b| b)
+    }
+
+    fn ok(&self, ord: u64) -> bool {
+        let o = ord as usize;
+        o < self.seg.docs.len()
+            && self.seg.alive[o]
+            && self.repo_ok[self.seg.repo_of[o] as usize]
+            && self.filter.doc_ok(&self.seg.docs[o])
+    }
+}
+
+/// A candidate: segment, ord, score.
+pub type Candidate = (u32, u32, f64);
+
+/// The fused ranking, before collapse.
+#[derive(Debug, Default)]
+pub struct Ranked {
+    pub candidates: Vec<Candidate>,
+    /// What could not be done as asked.
+    pub notes: Vec<String>,
+}
+
+/// Whether a query looks like an identifier: one token with a separator or a case change
+/// (`parse_args`, `HTTPConnection.request`, `os::path`, `getLogger()`).
+pub fn identifier_like(q: &str) -> bool {
+    let t = q.trim();
+    if t.is_empty()
+        || t.contains(char::is_whitespace)
+        || !t
+            .chars()
+            .all(|c| c.is_alphanumeric() || "_.:#->()$".contains(c))
+    {
+        return false;
+    }
+    let b = t.as_bytes();
+    let case_change = b
+        .windows(2)
+        .any(|w| w[0].is_ascii_lowercase() && w[1].is_ascii_uppercase())
+        || (b[0].is_ascii_uppercase() && b.iter().skip(1).any(u8::is_ascii_lowercase));
+    t.contains('_') || t.contains("::") || t.contains('.') || t.ends_with("()") || case_change
+}
+
+/// The arms, fused. `vector` is the query's embedding in the generation's space (`None`:
+/// lexical only, with a note when the mode wanted vectors).
+pub fn candidates(
+    generation: &Generation,
+    req: &SearchRequest,
+    k: usize,
+    filter: Filter,
+    vector: Option<&VectorData>,
+    params: &Params,
+) -> Result<Ranked, QueryError> {
+    let mut notes = Vec::new();
+    let mode = req.mode;
+    let want_vector = mode != Mode::Lexical;
+    let vector = if want_vector { vector } else { None };
+    if want_vector && vector.is_none() {
+        notes.push(if generation.manifest.space.is_none() {
+            "the index has no vectors: lexical search only (run `trawl embed`, then compact)"
+                .to_owned()
+        } else {
+            "the query could not be embedded in the index's vector space: lexical search only"
+                .to_owned()
+        });
+    }
+    let run_lexical = mode != Mode::Vector || vector.is_none();
+    let per_arm = params.candidates.max(3 * k);
+    let filter = Arc::new(filter);
+    let schema = generation.segments.first().map(|s| s.text.schema());
+    let text_query = match (&schema, run_lexical) {
+        (Some(schema), true) => Some(trawl_compactor::segment::text_query(schema, &req.query)?),
+        _ => None,
+    };
+    let dims = generation.manifest.space.as_ref().map_or(1, |s| s.dims);
+    let binary = generation
+        .manifest
+        .space
+        .as_ref()
+        .is_some_and(|s| s.dtype.contains("binary"));
+
+    type Arm = Vec<Candidate>;
+    let per_segment: Vec<Result<(Arm, Arm), QueryError>> = generation
+        .segments
+        .par_iter()
+        .enumerate()
+        .map(|(si, seg)| {
+            let f = SegFilter::new(seg, &filter);
+            if f.passes_none() {
+                return Ok((Vec::new(), Vec::new()));
+            }
+            let si = si as u32;
+            let (v, l) = rayon::join(
+                || vector_arm(seg, &f, vector, per_arm, dims, binary, si),
+                || match &text_query {
+                    Some(q) => lexical_arm(seg, &f, q, per_arm, si),
+                    None => Ok(Vec::new()),
+                },
+            );
+            Ok((v?, l?))
+        })
+        .collect();
+    let mut vec_hits = Vec::new();
+    let mut lex_hits = Vec::new();
+    for r in per_segment {
+        let (v, l) = r?;
+        vec_hits.extend(v);
+        lex_hits.extend(l);
+    }
+    let by_score =
+        |a: &Candidate, b: &Candidate| b.2.total_cmp(&a.2).then(a.0.cmp(&b.0)).then(a.1.cmp(&b.1));
+    vec_hits.sort_by(by_score);
+    lex_hits.sort_by(by_score);
+    vec_hits.truncate(per_arm);
+    lex_hits.truncate(per_arm);
+
+    let effective = if vector.is_none() {
+        Mode::Lexical
+    } else {
+        mode
+    };
+    let mut fused: HashMap<(u32, u32), f64> = HashMap::new();
+    match effective {
+        Mode::Vector => {
+            for &(s, o, score) in &vec_hits {
+                fused.insert((s, o), score);
+            }
+        }
+        Mode::Lexical => {
+            for &(s, o, score) in &lex_hits {
+                fused.insert((s, o), score);
+            }
+        }
+        Mode::Hybrid => {
+            let w_lex = if identifier_like(&req.query) {
+                params.identifier_lexical_weight
+            } else {
+                params.weight_lexical
+            };
+            for (arm, w) in [(&vec_hits, params.weight_vector), (&lex_hits, w_lex)] {
+                for (rank, &(s, o, _)) in arm.iter().enumerate() {
+                    *fused.entry((s, o)).or_default() += w / (params.rrf_k + rank as f64 + 1.0);
+                }
+            }
+        }
+    }
+    // A query that names a definition (symbol or qualified name) ranks it first.
+    if mode == Mode::Hybrid && !req.query.trim().contains(char::is_whitespace) {
+        let key = normalize_symbol(&req.query);
+        for (si, seg) in generation.segments.iter().enumerate() {
+            let Some(ords) = seg.symbols.get(&key) else {
+                continue;
+            };
+            let f = SegFilter::new(seg, &filter);
+            for &o in ords {
+                if f.ok(u64::from(o)) {
+                    *fused.entry((si as u32, o)).or_default() += EXACT_SYMBOL;
+                }
+            }
+        }
+    }
+    let mut candidates: Vec<Candidate> = fused.into_iter().map(|((s, o), v)| (s, o, v)).collect();
+    candidates.sort_by(by_score);
+    Ok(Ranked { candidates, notes })
+}
+
+/// Added to the fused score of an exact symbol match: more than any fusion can give.
+pub const EXACT_SYMBOL: f64 = 1.0;
+
+fn vector_arm(
+    seg: &Segment,
+    f: &SegFilter,
+    vector: Option<&VectorData>,
+    n: usize,
+    dims: u32,
+    binary: bool,
+    si: u32,
+) -> Result<Vec<Candidate>, QueryError> {
+    let (Some(index), Some(q)) = (&seg.vectors, vector) else {
+        return Ok(Vec::new());
+    };
+    let all = f.passes_all();
+    let pred = |key: u64| f.ok(key);
+    let r = match q {
+        VectorData::F32(v) if all => index.search(v, n),
+        VectorData::F32(v) => index.filtered_search(v, n, pred),
+        VectorData::I8(v) if all => index.search(v, n),
+        VectorData::I8(v) => index.filtered_search(v, n, pred),
+        VectorData::Bits(b) if all => index.search(usearch::b1x8::from_u8s(b), n),
+        VectorData::Bits(b) => index.filtered_search(usearch::b1x8::from_u8s(b), n, pred),
+    }
+    .map_err(|e| QueryError::Index(format!("vector search in {}: {e}", seg.dir)))?;
+    Ok(r.keys
+        .iter()
+        .zip(&r.distances)
+        // A filtered search may return fewer keys; never trust one that fails the filter.
+        .filter(|(key, _)| f.ok(**key))
+        .map(|(&key, &d)| {
+            let sim = if binary {
+                1.0 - f64::from(d) / f64::from(dims)
+            } else {
+                1.0 - f64::from(d)
+            };
+            (si, key as u32, sim)
+        })
+        .collect())
+}
+
+fn lexical_arm(
+    seg: &Segment,
+    f: &SegFilter,
+    q: &tantivy::query::BooleanQuery,
+    n: usize,
+    si: u32,
+) -> Result<Vec<Candidate>, QueryError> {
+    use tantivy::collector::{FilterCollector, TopDocs};
+    let tv =
+        |e: tantivy::TantivyError| QueryError::Index(format!("text search in {}: {e}", seg.dir));
+    let searcher = seg.reader.searcher();
+    let top = TopDocs::with_limit(n).order_by_score();
+    let hits = if f.passes_all() {
+        searcher.search(q, &top).map_err(tv)?
+    } else {
+        let f = f.clone();
+        let collector = FilterCollector::new("ord".into(), move |ord: u64| f.ok(ord), top);
+        searcher.search(q, &collector).map_err(tv)?
+    };
+    Ok(trawl_compactor::segment::ords(&searcher, hits)?
+        .into_iter()
+        .map(|(ord, score)| (si, ord as u32, f64::from(score)))
+        .collect())
+}
+
+/// Longest text of a context chunk; longer ones are cut at a line end.
+pub const CONTEXT_TEXT_BYTES: usize = 4096;
+/// Context chunks of one kind attached to a result.
+pub const MAX_CONTEXT: usize = 5;
+
+fn cut(text: &str) -> String {
+    if text.len() <= CONTEXT_TEXT_BYTES {
+        return text.to_owned();
+    }
+    let mut end = CONTEXT_TEXT_BYTES;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    let end = text[..end].rfind('\n').unwrap_or(end);
+    format!("{}\n…", &text[..end])
+}
+
+fn cited(d: &DocRow, text: String) -> Cited {
+    Cited {
+        repo: d.repo_id.as_str().to_owned(),
+        commit: d.commit.to_string(),
+        path: d.path.clone(),
+        start_line: d.start_line,
+        end_line: d.end_line,
+        symbol: d.qualified_name.clone().or_else(|| d.symbol.clone()),
+        kind: d.kind.clone(),
+        text,
+    }
+}
+
+fn context(relation: &str, d: &DocRow) -> Context {
+    Context {
+        relation: relation.to_owned(),
+        chunk: cited(d, cut(&d.text)),
+    }
+}
+
+fn hit(d: &DocRow, score: f64) -> Hit {
+    Hit {
+        chunk: cited(d, d.text.clone()),
+        score,
+        language: d.language.clone(),
+        chunk_id: d.chunk_id.to_string(),
+        context: Vec::new(),
+    }
+}
+
+/// How `b` relates to an accepted result `a` of the same file, if they share lines.
+fn overlap(a: &DocRow, b: &DocRow) -> Option<&'static str> {
+    if a.repo_id != b.repo_id || a.path != b.path || a.kind == "toc" || b.kind == "toc" {
+        return None;
+    }
+    if b.start_line > a.end_line || a.start_line > b.end_line {
+        return None;
+    }
+    Some(
+        if a.start_line <= b.start_line && b.end_line <= a.end_line {
+            "member"
+        } else if b.start_line <= a.start_line && a.end_line <= b.end_line {
+            "container"
+        } else {
+            "overlap"
+        },
+    )
+}
+
+/// The top `k` results of a ranking: overlapping hits collapse into the better-ranked one
+/// (shown as its context), and with `expand` each result carries its parent, siblings and
+/// callees — only those the caller may see.
+pub fn finish(
+    generation: &Generation,
+    ranked: &[Candidate],
+    k: usize,
+    expand: bool,
+    access: &Access,
+) -> Vec<Hit> {
+    let doc = |s: u32, o: u32| &generation.segments[s as usize].docs[o as usize];
+    let mut accepted: Vec<(u32, u32, Hit)> = Vec::new();
+    for &(s, o, score) in ranked {
+        let d = doc(s, o);
+        if accepted
+            .iter()
+            .any(|(as_, ao, _)| overlap(doc(*as_, *ao), d).is_some())
+        {
+            continue;
+        }
+        if accepted.len() >= k {
+            break;
+        }
+        accepted.push((s, o, hit(d, score)));
+    }
+    // Collapsed hits as context of the result they overlap (a second pass keeps the borrow
+    // of `accepted` simple).
+    for &(s, o, _) in ranked {
+        let d = doc(s, o);
+        if accepted.iter().any(|(as_, ao, _)| (*as_, *ao) == (s, o)) {
+            continue;
+        }
+        for (as_, ao, h) in &mut accepted {
+            let a = doc(*as_, *ao);
+            if let Some(rel) = overlap(a, d) {
+                let shown = h.context.iter().any(|c| {
+                    c.start_line == d.start_line && c.end_line == d.end_line && c.kind == d.kind
+                });
+                if !shown && h.context.len() < MAX_CONTEXT {
+                    h.context.push(context(rel, d));
+                }
+                break;
+            }
+        }
+    }
+    if expand {
+        for (s, o, h) in &mut accepted {
+            expand_one(generation, doc(*s, *o), h, access);
+        }
+    }
+    accepted.into_iter().map(|(_, _, h)| h).collect()
+}
+
+fn expand_one(generation: &Generation, d: &DocRow, h: &mut Hit, access: &Access) {
+    let visible = |id: &trawl_core::ChunkId| -> Option<&DocRow> {
+        let (s, o) = generation.doc(id)?;
+        let doc = &generation.segments[s as usize].docs[o as usize];
+        access.allows(doc.repo_id.as_str()).then_some(doc)
+    };
+    let mut seen: Vec<trawl_core::ChunkId> = vec![d.chunk_id];
+    let mut add = |rel: &str, doc: &DocRow, h: &mut Hit| {
+        // Context from the collapse is already shown: compare by region.
+        if seen.contains(&doc.chunk_id)
+            || h.context.iter().any(|c| {
+                c.path == doc.path && c.start_line == doc.start_line && c.end_line == doc.end_line
+            })
+        {
+            return;
+        }
+        seen.push(doc.chunk_id);
+        h.context.push(context(rel, doc));
+    };
+    if let Some(parent) = d.parent_id.as_ref().and_then(&visible) {
+        add("parent", parent, h);
+        for sib in parent
+            .children_ids
+            .iter()
+            .filter(|c| **c != d.chunk_id)
+            .filter_map(&visible)
+            .take(MAX_CONTEXT)
+        {
+            add("sibling", sib, h);
+        }
+    }
+    for callee in d.call_ids.iter().filter_map(&visible).take(MAX_CONTEXT) {
+        if is_definition(&callee.kind) {
+            add("callee", callee, h);
+        }
+    }
+}

@@ -1,0 +1,420 @@
+//! The searcher a process keeps: the live generation (replaced atomically when `CURRENT`
+//! moves; requests in flight finish on the one they started with), the query embedder for the
+//! generation's vector space, the optional reranker, and the service's counters.
+
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, RwLock};
+use std::time::{Duration, Instant};
+
+use trawl_compactor::{SpaceInfo, VectorData};
+use trawl_core::config::{Config, EmbedConfig};
+use trawl_core::store::Store;
+use trawl_embed_worker::{Embedder, InputType, Vector};
+
+use crate::QueryError;
+use crate::access::Access;
+use crate::index::{Generation, prune_cache};
+use crate::request::{SearchRequest, SearchResponse};
+use crate::rerank::Reranker;
+use crate::search::{self, Filter, Params};
+
+/// Counters of the service, exported on `/metrics`.
+#[derive(Debug, Default)]
+pub struct Metrics {
+    pub searches: AtomicU64,
+    pub bad_requests: AtomicU64,
+    pub unauthorized: AtomicU64,
+    pub errors: AtomicU64,
+    pub generation_swaps: AtomicU64,
+    pub rerank_failures: AtomicU64,
+    /// Search latency (excluding the query embedding), bucketed.
+    pub search_seconds: Histogram,
+    /// Query embedding latency.
+    pub embed_seconds: Histogram,
+}
+
+/// Upper bounds of the latency buckets, in seconds.
+pub const BUCKETS: [f64; 12] = [
+    0.001, 0.0025, 0.005, 0.01, 0.02, 0.03, 0.05, 0.1, 0.25, 0.5, 1.0, 5.0,
+];
+
+/// A Prometheus histogram.
+#[derive(Debug, Default)]
+pub struct Histogram {
+    counts: [AtomicU64; BUCKETS.len()],
+    count: AtomicU64,
+    /// Sum in microseconds.
+    sum_micros: AtomicU64,
+}
+
+impl Histogram {
+    pub fn observe(&self, seconds: f64) {
+        for (b, c) in BUCKETS.iter().zip(&self.counts) {
+            if seconds <= *b {
+                c.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+        self.count.fetch_add(1, Ordering::Relaxed);
+        self.sum_micros
+            .fetch_add((seconds * 1e6) as u64, Ordering::Relaxed);
+    }
+
+    /// The histogram in Prometheus text format.
+    pub fn render(&self, name: &str, help: &str, out: &mut String) {
+        use std::fmt::Write;
+        let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} histogram");
+        for (b, c) in BUCKETS.iter().zip(&self.counts) {
+            let _ = writeln!(
+                out,
+                "{name}_bucket{{le=\"{b}\"}} {}",
+                c.load(Ordering::Relaxed)
+            );
+        }
+        let n = self.count.load(Ordering::Relaxed);
+        let _ = writeln!(out, "{name}_bucket{{le=\"+Inf\"}} {n}");
+        let _ = writeln!(
+            out,
+            "{name}_sum {}",
+            self.sum_micros.load(Ordering::Relaxed) as f64 / 1e6
+        );
+        let _ = writeln!(out, "{name}_count {n}");
+    }
+}
+
+/// The query embedder of one vector space.
+struct QueryEmbedder {
+    space: SpaceInfo,
+    embedder: Arc<dyn Embedder>,
+}
+
+/// Searches the live generation of a store.
+pub struct Searcher {
+    store: Store,
+    cache: PathBuf,
+    embed: EmbedConfig,
+    /// The embedder to try first (`embed.embedder`, or `--embedder`).
+    preferred: String,
+    params: Params,
+    ef_search: usize,
+    pub max_k: usize,
+    pub max_query_bytes: usize,
+    reranker: Option<Reranker>,
+    current: RwLock<Option<Arc<Generation>>>,
+    embedder: RwLock<Option<Arc<QueryEmbedder>>>,
+    pub metrics: Metrics,
+}
+
+impl std::fmt::Debug for Searcher {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Searcher")
+            .field("store", &self.store)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The default shard cache of a remote store.
+pub fn default_cache_dir() -> PathBuf {
+    let base = std::env::var_os("XDG_CACHE_HOME")
+        .map(PathBuf::from)
+        .filter(|p| p.is_absolute())
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))
+        .unwrap_or_else(std::env::temp_dir);
+    base.join("trawl").join("query")
+}
+
+impl Searcher {
+    /// A searcher over `store` with the configuration's knobs; `embedder` overrides
+    /// `embed.embedder` as the first choice for embedding queries. Opens the live generation
+    /// if there is one.
+    pub async fn open(
+        store: Store,
+        cfg: &Config,
+        embedder: Option<&str>,
+    ) -> Result<Self, QueryError> {
+        let q = &cfg.query;
+        let cache = if q.cache_dir.as_os_str().is_empty() {
+            default_cache_dir()
+        } else {
+            q.cache_dir.clone()
+        };
+        let reranker = if q.rerank_model.is_empty() {
+            None
+        } else {
+            let key = std::env::var(trawl_embed_worker::VOYAGE_API_KEY).unwrap_or_default();
+            Some(Reranker::new(
+                &cfg.embed.base_url,
+                &key,
+                &q.rerank_model,
+                q.rerank_top,
+            )?)
+        };
+        let s = Self {
+            store,
+            cache,
+            embed: cfg.embed.clone(),
+            preferred: embedder.unwrap_or(&cfg.embed.embedder).to_owned(),
+            params: Params::from(q),
+            ef_search: q.ef_search,
+            max_k: q.max_k,
+            max_query_bytes: q.max_query_bytes,
+            reranker,
+            current: RwLock::new(None),
+            embedder: RwLock::new(None),
+            metrics: Metrics::default(),
+        };
+        s.refresh().await?;
+        Ok(s)
+    }
+
+    /// Reranks with `reranker` (replacing the configured one).
+    #[must_use]
+    pub fn with_reranker(mut self, reranker: Reranker) -> Self {
+        self.reranker = Some(reranker);
+        self
+    }
+
+    /// The live generation, if any.
+    pub fn generation(&self) -> Option<Arc<Generation>> {
+        self.current
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone()
+    }
+
+    /// Loads the generation `CURRENT` names if it is not the one served, then swaps it in.
+    /// Returns the new generation's number when it swapped.
+    pub async fn refresh(&self) -> Result<Option<u64>, QueryError> {
+        let Some((cur, _)) = trawl_compactor::generation::current(&self.store).await? else {
+            return Ok(None);
+        };
+        if self
+            .generation()
+            .is_some_and(|g| g.number == cur.generation)
+        {
+            return Ok(None);
+        }
+        let g = Generation::open(&self.store, &self.cache, cur.generation).await?;
+        for seg in &g.segments {
+            if let Some(v) = &seg.vectors {
+                v.change_expansion_search(self.ef_search.max(16));
+            }
+        }
+        self.prepare_embedder(g.manifest.space.as_ref());
+        let g = Arc::new(g);
+        let old = self
+            .current
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .replace(g.clone());
+        self.metrics
+            .generation_swaps
+            .fetch_add(1, Ordering::Relaxed);
+        if self.store.local_dir().is_none() {
+            let keep: Vec<&Generation> =
+                std::iter::once(g.as_ref()).chain(old.as_deref()).collect();
+            let removed = prune_cache(&self.cache, &keep);
+            if removed > 0 {
+                tracing::info!(removed, "cached segments of older generations removed");
+            }
+        }
+        Ok(Some(g.number))
+    }
+
+    /// Polls `CURRENT` every `every` until the task is dropped; errors are logged and the
+    /// served generation stays.
+    pub async fn poll(self: Arc<Self>, every: Duration) {
+        loop {
+            tokio::time::sleep(every).await;
+            match self.refresh().await {
+                Ok(Some(g)) => tracing::info!(generation = g, "now serving a new generation"),
+                Ok(None) => {}
+                Err(e) => {
+                    tracing::warn!(error = %e, "cannot load the new generation; still serving the old one");
+                }
+            }
+        }
+    }
+
+    /// Finds an embedder whose space is the generation's: the preferred one first.
+    fn prepare_embedder(&self, space: Option<&SpaceInfo>) {
+        let Some(space) = space else {
+            return;
+        };
+        if self
+            .embedder
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .as_ref()
+            .is_some_and(|e| &e.space == space)
+        {
+            return;
+        }
+        let mut names = vec![self.preferred.as_str()];
+        names.extend(
+            ["local", "hash", "voyage"]
+                .iter()
+                .filter(|n| **n != self.preferred),
+        );
+        for name in names {
+            let Ok(s) = trawl_embed_worker::space_of(&self.embed, Some(name)) else {
+                continue;
+            };
+            if s.model != space.model || s.dims != space.dims || s.dtype.as_str() != space.dtype {
+                continue;
+            }
+            match trawl_embed_worker::from_config(&self.embed, Some(name), false) {
+                Ok((e, _)) => {
+                    tracing::debug!(embedder = name, space = %s, "query embedder ready");
+                    *self
+                        .embedder
+                        .write()
+                        .unwrap_or_else(std::sync::PoisonError::into_inner) =
+                        Some(Arc::new(QueryEmbedder {
+                            space: space.clone(),
+                            embedder: e,
+                        }));
+                    return;
+                }
+                Err(e) => {
+                    tracing::warn!(embedder = name, error = %e, "cannot start the query embedder");
+                }
+            }
+        }
+        tracing::warn!(model = %space.model, "no embedder for the index's vector space: searches are lexical only");
+    }
+
+    /// Embeds the query in the generation's space.
+    async fn embed(&self, g: &Generation, query: &str) -> Option<VectorData> {
+        let space = g.manifest.space.as_ref()?;
+        let e = self
+            .embedder
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone()?;
+        if &e.space != space {
+            return None;
+        }
+        let out = match e
+            .embedder
+            .embed(&[query.to_owned()], InputType::Query)
+            .await
+        {
+            Ok(o) => o,
+            Err(err) => {
+                tracing::warn!(error = %err, "cannot embed the query; lexical search only");
+                return None;
+            }
+        };
+        match (out.vectors.into_iter().next()?, space.dtype.as_str()) {
+            (Vector::Float(v), _) => Some(VectorData::F32(v)),
+            (Vector::Bytes(b), "int8") => Some(VectorData::I8(
+                b.into_iter().map(|x| i8::from_ne_bytes([x])).collect(),
+            )),
+            (Vector::Bytes(b), _) => Some(VectorData::Bits(b)),
+        }
+    }
+
+    /// Searches as `access` may. Filters apply inside the search.
+    pub async fn search(
+        &self,
+        req: &SearchRequest,
+        access: Access,
+    ) -> Result<SearchResponse, QueryError> {
+        let k = req.validate(self.max_k, self.max_query_bytes)?;
+        let filter = Filter::new(req, access.clone())?;
+        let g = self.generation().ok_or(QueryError::NoIndex)?;
+        let t0 = Instant::now();
+        let vector = if req.mode == crate::Mode::Lexical {
+            None
+        } else {
+            self.embed(&g, &req.query).await
+        };
+        let embed_s = t0.elapsed().as_secs_f64();
+        if vector.is_some() {
+            self.metrics.embed_seconds.observe(embed_s);
+        }
+        let t1 = Instant::now();
+        let ranked = {
+            let g = g.clone();
+            let req = req.clone();
+            let params = self.params.clone();
+            tokio::task::spawn_blocking(move || {
+                search::candidates(&g, &req, k, filter, vector.as_ref(), &params)
+            })
+            .await
+            .map_err(|e| QueryError::Index(format!("search task: {e}")))??
+        };
+        let mut notes = ranked.notes;
+        let mut candidates = ranked.candidates;
+        let mut search_s = t1.elapsed().as_secs_f64();
+        if let Some(r) = &self.reranker {
+            let t2 = Instant::now();
+            match self.rerank(r, &g, &req.query, &candidates).await {
+                Ok(c) => candidates = c,
+                Err(e) => {
+                    self.metrics.rerank_failures.fetch_add(1, Ordering::Relaxed);
+                    notes.push(format!("not reranked: {e}"));
+                }
+            }
+            search_s += t2.elapsed().as_secs_f64();
+        }
+        let t3 = Instant::now();
+        let results = search::finish(&g, &candidates, k, req.expand, &access);
+        search_s += t3.elapsed().as_secs_f64();
+        self.metrics.search_seconds.observe(search_s);
+        self.metrics.searches.fetch_add(1, Ordering::Relaxed);
+        Ok(SearchResponse {
+            generation: g.number,
+            mode: req.mode,
+            results,
+            notes,
+            search_ms: search_s * 1e3,
+            embed_ms: embed_s * 1e3,
+        })
+    }
+
+    /// Reorders the first `reranker.top` candidates by the reranker's relevance; exact symbol
+    /// matches stay first, the rest keep their fused order after them.
+    async fn rerank(
+        &self,
+        r: &Reranker,
+        g: &Generation,
+        query: &str,
+        candidates: &[search::Candidate],
+    ) -> Result<Vec<search::Candidate>, QueryError> {
+        let exact = candidates
+            .iter()
+            .take_while(|c| c.2 >= search::EXACT_SYMBOL)
+            .count();
+        let end = (exact + r.top).min(candidates.len());
+        let pool = &candidates[exact..end];
+        if pool.is_empty() {
+            return Ok(candidates.to_vec());
+        }
+        let docs: Vec<String> = pool
+            .iter()
+            .map(|&(s, o, _)| {
+                let d = &g.segments[s as usize].docs[o as usize];
+                format!("{}\n{}", d.header, d.text)
+            })
+            .collect();
+        let order = r.rerank(query, &docs).await?;
+        let mut out: Vec<search::Candidate> = candidates[..exact].to_vec();
+        let mut used = vec![false; pool.len()];
+        for (i, score) in order {
+            if !used[i] {
+                used[i] = true;
+                out.push((pool[i].0, pool[i].1, score));
+            }
+        }
+        out.extend(
+            pool.iter()
+                .zip(&used)
+                .filter(|(_, u)| !**u)
+                .map(|(c, _)| *c),
+        );
+        out.extend_from_slice(&candidates[end..]);
+        Ok(out)
+    }
+}

@@ -1,0 +1,756 @@
+//! Search as users meet it: `trawl index` then `trawl search` / `trawl eval` on fixture
+//! repositories, and the query service over HTTP — access control, bad requests, generation
+//! swaps under load, reranking.
+
+use std::path::Path;
+use std::process::Command;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+
+use trawl_core::config::{Config, TokenConfig};
+use trawl_core::store::Store;
+use trawl_query::access::Tokens;
+use trawl_query::server::App;
+use trawl_query::{Access, SearchRequest, Searcher};
+
+use crate::support::{SourceRepo, file};
+
+fn trawl(work: &Path) -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_trawl"));
+    for (k, _) in std::env::vars() {
+        if k.starts_with("TRAWL_") {
+            c.env_remove(k);
+        }
+    }
+    // A small ceiling, so the fixtures' small classes split into members like big ones do.
+    c.current_dir(work).args([
+        "--set",
+        "fetch.cache_dir=mirrors",
+        "--set",
+        "chunk.ceiling=400",
+    ]);
+    c
+}
+
+fn ok(out: &std::process::Output) -> String {
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "exit {:?}\nstdout:\n{stdout}\nstderr:\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    stdout
+}
+
+const CLIENT_PY: &str = r#""""HTTP client helpers."""
+import json
+
+
+class RetryPolicy:
+    """How often and how long to retry a failed request."""
+
+    def __init__(self, attempts=3, backoff=0.5):
+        self.attempts = attempts
+        self.backoff = backoff
+
+    def delay(self, attempt):
+        """Exponential backoff delay before the given attempt."""
+        return self.backoff * (2 ** attempt)
+
+    def exhausted(self, attempt):
+        """Whether no attempt is left after this one."""
+        return attempt + 1 >= self.attempts
+
+
+def parse_http_response(raw):
+    """Parse the status line and headers of a raw HTTP response."""
+    head, _, body = raw.partition("\r\n\r\n")
+    status = int(head.split()[1])
+    return status, body
+
+
+def fetch_with_retries(url, policy):
+    """Fetch a URL, retrying on connection errors according to the policy."""
+    for attempt in range(policy.attempts):
+        try:
+            return parse_http_response(download(url))
+        except ConnectionError:
+            sleep(policy.delay(attempt))
+    raise TimeoutError("gave up fetching after all retries")
+"#;
+
+const POOL_RS: &str = r"/// A pool of database connections.
+pub struct ConnectionPool {
+    size: usize,
+}
+
+impl ConnectionPool {
+    /// Opens a pool with `size` connections to the database.
+    pub fn open(size: usize) -> Self {
+        Self { size }
+    }
+
+    /// Borrows a connection, waiting while every connection is busy.
+    pub fn checkout(&self) -> usize {
+        self.size
+    }
+
+    /// Gives a connection back to the pool so that another caller can borrow it.
+    pub fn checkin(&self, connection: usize) {
+        let _ = connection;
+    }
+
+    /// How many connections the pool holds.
+    pub fn capacity(&self) -> usize {
+        self.size
+    }
+}
+";
+
+const README_MD: &str = "# acme api\n\nThe API client of acme.\n\n## Configuration\n\n### Retries\n\nSet `retry.attempts` in `acme.toml` to change how often a failed request is retried.\n";
+
+fn acme() -> SourceRepo {
+    let src = SourceRepo::named("acme-api");
+    src.commit(
+        &[
+            ("http/client.py", file(CLIENT_PY)),
+            ("db/pool.rs", file(POOL_RS)),
+            ("README.md", file(README_MD)),
+        ],
+        false,
+    );
+    src
+}
+
+const VAULT_PY: &str = r#"def rotate_master_key(vault):
+    """Rotate the vault's master encryption key with the zebracorn protocol, retrying on conflicts."""
+    for attempt in range(5):
+        if vault.try_rotate():
+            return True
+    return False
+
+
+def fetch_with_retries(url, policy):
+    """The vault's own fetch with retries: zebracorn tokens are attached to every retry."""
+    return vault_fetch(url, policy)
+"#;
+
+fn vault() -> SourceRepo {
+    let src = SourceRepo::named("secret-vault");
+    src.commit(&[("vault/keys.py", file(VAULT_PY))], false);
+    src
+}
+
+fn search_json(work: &Path, args: &[&str]) -> Vec<serde_json::Value> {
+    let out = trawl(work)
+        .arg("search")
+        .args(args)
+        .arg("--json")
+        .output()
+        .unwrap();
+    let text = ok(&out);
+    text.lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+fn index(work: &Path, targets: &[&Path], embedder: &str) -> String {
+    let out = trawl(work)
+        .arg("index")
+        .args(targets)
+        .args(["--embedder", embedder])
+        .output()
+        .unwrap();
+    ok(&out)
+}
+
+#[test]
+fn index_then_search_cites_definitions_filters_expands_and_reindexes_incrementally() {
+    let src = acme();
+    let work = tempfile::tempdir().unwrap();
+    let summary = index(work.path(), &[&src.path()], "hash");
+    assert!(summary.contains("1 updated"), "{summary}");
+    assert!(summary.contains("generation 1 live"), "{summary}");
+    assert!(work.path().join(".trawl/index/CURRENT").exists());
+
+    // A symbol ranks its definition first, with a full citation.
+    let hits = search_json(work.path(), &["parse_http_response", "-k", "3"]);
+    let top = &hits[0];
+    assert_eq!(top["symbol"], "parse_http_response");
+    assert_eq!(top["kind"], "function");
+    assert_eq!(top["path"], "http/client.py");
+    assert_eq!(
+        (top["start_line"].as_u64(), top["end_line"].as_u64()),
+        (Some(21), Some(25))
+    );
+    assert!(top["repo"].as_str().unwrap().ends_with("/acme-api"));
+    assert_eq!(top["commit"].as_str().unwrap().len(), 40);
+    assert!(
+        top["text"]
+            .as_str()
+            .unwrap()
+            .starts_with("def parse_http_response")
+    );
+    assert!(top["score"].as_f64().unwrap() > 0.0);
+    // A qualified name, typed with either separator.
+    for q in ["RetryPolicy.delay", "RetryPolicy::delay"] {
+        let hits = search_json(work.path(), &[q, "-k", "1"]);
+        assert_eq!(hits[0]["symbol"], "RetryPolicy.delay", "{q}");
+    }
+
+    // Filters apply inside the search: every result passes them, and there still are k.
+    let methods = search_json(work.path(), &["connection", "--kind", "method"]);
+    assert!(!methods.is_empty());
+    assert!(methods.iter().all(|h| h["kind"] == "method"), "{methods:?}");
+    let rust = search_json(work.path(), &["connection pool", "--lang", "rust"]);
+    assert!(!rust.is_empty());
+    assert!(rust.iter().all(|h| h["path"] == "db/pool.rs"));
+    let db = search_json(work.path(), &["retry", "--path", "db"]);
+    assert!(
+        db.iter()
+            .all(|h| h["path"].as_str().unwrap().starts_with("db/"))
+    );
+    let none = search_json(work.path(), &["retry", "--repo", "github.com/nobody/*"]);
+    assert!(none.is_empty());
+
+    // Expansion attaches the parent, siblings and callees as context, never as hits.
+    let hits = search_json(work.path(), &["RetryPolicy.delay", "-k", "1", "--expand"]);
+    let rel = |h: &serde_json::Value, r: &str| -> Vec<String> {
+        h["context"]
+            .as_array()
+            .map(|c| {
+                c.iter()
+                    .filter(|x| x["relation"] == r)
+                    .map(|x| x["symbol"].as_str().unwrap_or("").to_owned())
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    assert_eq!(hits.len(), 1);
+    assert!(
+        rel(&hits[0], "parent").iter().any(|s| s == "RetryPolicy")
+            || rel(&hits[0], "container")
+                .iter()
+                .any(|s| s == "RetryPolicy"),
+        "{:?}",
+        hits[0]["context"]
+    );
+    assert!(
+        rel(&hits[0], "sibling")
+            .iter()
+            .any(|s| s.ends_with("__init__")),
+        "{:?}",
+        hits[0]["context"]
+    );
+    let hits = search_json(work.path(), &["fetch_with_retries", "-k", "1", "--expand"]);
+    assert!(
+        rel(&hits[0], "callee")
+            .iter()
+            .any(|s| s == "parse_http_response"),
+        "{:?}",
+        hits[0]["context"]
+    );
+
+    // The human format: citation · symbol · kind · score, then the snippet with line numbers.
+    let human = ok(&trawl(work.path())
+        .args(["search", "parse_http_response", "-k", "1"])
+        .output()
+        .unwrap());
+    let first = human.lines().next().unwrap();
+    assert!(first.contains("/acme-api@"), "{first}");
+    assert!(
+        first.contains(":http/client.py#L21-L25 · parse_http_response · function · "),
+        "{first}"
+    );
+    assert!(
+        human.contains("   21 │ def parse_http_response(raw):"),
+        "{human}"
+    );
+
+    // Again: nothing changed, every shard reused.
+    let again = index(work.path(), &[&src.path()], "hash");
+    assert!(again.contains("1 unchanged"), "{again}");
+    assert!(again.contains("0 changed files"), "{again}");
+    // A change is picked up incrementally.
+    src.commit(
+        &[
+            ("http/client.py", file(CLIENT_PY)),
+            ("db/pool.rs", file(POOL_RS)),
+            ("README.md", file(README_MD)),
+            ("http/cookies.py", file("def parse_cookie_header(value):\n    \"\"\"Split a Cookie header into name/value pairs.\"\"\"\n    return dict(p.split('=', 1) for p in value.split('; '))\n")),
+        ],
+        false,
+    );
+    let third = index(work.path(), &[&src.path()], "hash");
+    assert!(third.contains("1 changed files"), "{third}");
+    let hits = search_json(work.path(), &["parse_cookie_header", "-k", "1"]);
+    assert_eq!(hits[0]["path"], "http/cookies.py");
+    let rolled = ok(&trawl(work.path())
+        .args(["index", "rollback"])
+        .output()
+        .unwrap());
+    assert!(rolled.contains("rolled back"), "{rolled}");
+}
+
+#[test]
+fn index_uses_the_local_model_by_default_and_search_embeds_the_query_with_it() {
+    let src = acme();
+    let work = tempfile::tempdir().unwrap();
+    let out = trawl(work.path())
+        .arg("index")
+        .arg(src.path())
+        .output()
+        .unwrap();
+    let summary = ok(&out);
+    assert!(summary.contains("all-MiniLM-L6-v2"), "{summary}");
+    // A paraphrase with none of the function's identifiers: the vector arm finds it.
+    let hits = search_json(
+        work.path(),
+        &[
+            "borrow a database connection when all of them are in use",
+            "--mode",
+            "vector",
+            "-k",
+            "3",
+        ],
+    );
+    assert!(
+        hits.iter()
+            .any(|h| h["symbol"] == "ConnectionPool.checkout"),
+        "{hits:?}"
+    );
+}
+
+#[test]
+fn eval_reports_recall_and_mrr_and_names_a_bad_line() {
+    let src = acme();
+    let work = tempfile::tempdir().unwrap();
+    index(work.path(), &[&src.path()], "hash");
+    let q = work.path().join("q.jsonl");
+    std::fs::write(
+        &q,
+        [
+            r#"{"id":"s1","query":"parse_http_response","kind":"symbol","targets":[{"repo":"*","path":"http/client.py","start_line":21,"end_line":25}]}"#,
+            r#"{"id":"n1","query":"how long to wait before retrying","kind":"natural","targets":[{"repo":"*/acme-api","path":"http/client.py","start_line":12,"end_line":14}]}"#,
+            r#"{"id":"c1","query":"retry.attempts","kind":"config","targets":[{"repo":"*","path":"README.md","start_line":7,"end_line":9}]}"#,
+            r#"{"id":"x1","query":"parse_http_response","kind":"symbol","targets":[{"repo":"*","path":"nowhere.py","start_line":1,"end_line":2}]}"#,
+        ]
+        .join("\n"),
+    )
+    .unwrap();
+    let out = ok(&trawl(work.path())
+        .args(["eval", "q.jsonl", "--mode", "lexical,hybrid", "--missed"])
+        .output()
+        .unwrap());
+    let row = out
+        .lines()
+        .find(|l| l.starts_with("| all | hybrid | 4 |"))
+        .unwrap_or_else(|| panic!("{out}"));
+    let cells: Vec<f64> = row
+        .split('|')
+        .filter_map(|c| c.trim().parse().ok())
+        .collect();
+    // queries, R@1, R@5, R@10, MRR@10: the symbol query is found first, the bogus target never.
+    assert!((cells[0] - 4.0).abs() < f64::EPSILON, "{row}");
+    assert!(cells[1] >= 0.25 && cells[3] <= 0.75, "{row}");
+    assert!(
+        out.contains("| kind=symbol | hybrid | 2 | 0.500 |"),
+        "{out}"
+    );
+    assert!(
+        out.contains("missed (hybrid): ") && out.contains("x1"),
+        "{out}"
+    );
+
+    std::fs::write(
+        &q,
+        "{\"id\":\"a\",\"query\":\"x\",\"kind\":\"k\",\"targets\":[]}\n",
+    )
+    .unwrap();
+    let bad = trawl(work.path())
+        .args(["eval", "q.jsonl"])
+        .output()
+        .unwrap();
+    assert!(!bad.status.success());
+    let err = String::from_utf8_lossy(&bad.stderr);
+    assert!(
+        err.contains("q.jsonl:1") && err.contains("no targets"),
+        "{err}"
+    );
+}
+
+/// Two repositories indexed into one store; the searcher over it.
+async fn two_repos(work: &Path) -> (SourceRepo, SourceRepo, Config) {
+    let (a, b) = (acme(), vault());
+    let w = work.to_path_buf();
+    let (pa, pb) = (a.path(), b.path());
+    tokio::task::spawn_blocking(move || index(&w, &[&pa, &pb], "hash"))
+        .await
+        .unwrap();
+    let mut cfg = Config::default();
+    cfg.store.url = work.join(".trawl").to_string_lossy().into_owned();
+    cfg.embed.embedder = "hash".into();
+    (a, b, cfg)
+}
+
+struct Served {
+    url: String,
+    searcher: Arc<Searcher>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for Served {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+async fn serve(cfg: &Config, tokens: Vec<TokenConfig>) -> Served {
+    let store = Store::from_url(&cfg.store.url).unwrap();
+    let searcher = Arc::new(Searcher::open(store, cfg, Some("hash")).await.unwrap());
+    let app = App {
+        searcher: searcher.clone(),
+        tokens: Arc::new(Tokens::from_config(&tokens).unwrap()),
+    };
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    let task = tokio::spawn(async move {
+        let _ = axum::serve(listener, trawl_query::server::router(app)).await;
+    });
+    Served {
+        url,
+        searcher,
+        task,
+    }
+}
+
+fn token(name: &str, secret: &str, repos: &[&str]) -> TokenConfig {
+    TokenConfig {
+        name: name.into(),
+        token: secret.into(),
+        token_env: String::new(),
+        repos: repos.iter().map(|s| (*s).to_owned()).collect(),
+    }
+}
+
+const ACME_TOKEN: &str = "acme-team-token-0123456789";
+const VAULT_TOKEN: &str = "vault-team-token-0123456789";
+
+async fn post(url: &str, token: Option<&str>, body: &str) -> (u16, serde_json::Value) {
+    let mut r = reqwest::Client::new()
+        .post(format!("{url}/v1/search"))
+        .header("content-type", "application/json")
+        .body(body.to_owned());
+    if let Some(t) = token {
+        r = r.bearer_auth(t);
+    }
+    let resp = r.send().await.unwrap();
+    let status = resp.status().as_u16();
+    let text = resp.text().await.unwrap();
+    (
+        status,
+        serde_json::from_str(&text).unwrap_or(serde_json::Value::String(text)),
+    )
+}
+
+/// A response with its timings removed, for comparisons.
+fn shape(mut v: serde_json::Value) -> serde_json::Value {
+    if let Some(o) = v.as_object_mut() {
+        o.remove("search_ms");
+        o.remove("embed_ms");
+    }
+    v
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_token_never_sees_another_repository_not_even_through_counts_or_errors() {
+    let work = tempfile::tempdir().unwrap();
+    let (_a, b, cfg) = two_repos(work.path()).await;
+    let s = serve(
+        &cfg,
+        vec![
+            token("acme", ACME_TOKEN, &["*/acme-api"]),
+            token("vault", VAULT_TOKEN, &["*/secret-vault"]),
+        ],
+    )
+    .await;
+
+    // The vault's own word finds the vault for its team...
+    let (st, v) = post(&s.url, Some(VAULT_TOKEN), r#"{"query":"zebracorn"}"#).await;
+    assert_eq!(st, 200);
+    assert!(
+        v["results"][0]["repo"]
+            .as_str()
+            .unwrap()
+            .ends_with("/secret-vault")
+    );
+    // ...and nothing of it for acme: not its text, ids or a count.
+    let (st, v) = post(
+        &s.url,
+        Some(ACME_TOKEN),
+        r#"{"query":"zebracorn master key rotation"}"#,
+    )
+    .await;
+    assert_eq!(st, 200);
+    let body = v.to_string();
+    assert!(
+        !body.contains("zebracorn")
+            && !body.contains("secret-vault")
+            && !body.contains("rotate_master_key"),
+        "{body}"
+    );
+    // Filtering happens before top-k: with k=1 acme still gets its own best hit, although
+    // the vault's `fetch_with_retries` matches the query better.
+    let (_, v) = post(
+        &s.url,
+        Some(ACME_TOKEN),
+        r#"{"query":"fetch_with_retries zebracorn","k":1}"#,
+    )
+    .await;
+    assert_eq!(v["results"].as_array().unwrap().len(), 1);
+    assert!(
+        v["results"][0]["repo"]
+            .as_str()
+            .unwrap()
+            .ends_with("/acme-api"),
+        "{v}"
+    );
+    // Asking for the hidden repository by name answers exactly like a repository that does
+    // not exist.
+    let hidden = b
+        .path()
+        .to_string_lossy()
+        .trim_end_matches(".git")
+        .to_owned();
+    let hidden_id = format!("local{hidden}");
+    let (s1, v1) = post(
+        &s.url,
+        Some(ACME_TOKEN),
+        &format!(r#"{{"query":"retries","repo":"{hidden_id}"}}"#),
+    )
+    .await;
+    let (s2, v2) = post(
+        &s.url,
+        Some(ACME_TOKEN),
+        r#"{"query":"retries","repo":"local/no/such/repo"}"#,
+    )
+    .await;
+    assert_eq!((s1, shape(v1.clone())), (s2, shape(v2)), "{v1}");
+    assert_eq!(v1["results"].as_array().unwrap().len(), 0);
+    // Expansion never reaches across.
+    let (_, v) = post(
+        &s.url,
+        Some(ACME_TOKEN),
+        r#"{"query":"fetch_with_retries","expand":true,"k":5}"#,
+    )
+    .await;
+    assert!(!v.to_string().contains("secret-vault"));
+    // Health and metrics carry no counts of docs or repositories.
+    let health = reqwest::get(format!("{}/healthz", s.url))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let h: serde_json::Value = serde_json::from_str(&health).unwrap();
+    assert_eq!(h["status"], "ok");
+    assert_eq!(h.as_object().unwrap().len(), 2, "{health}");
+    let metrics = reqwest::get(format!("{}/metrics", s.url))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(metrics.contains("trawl_query_searches_total"), "{metrics}");
+    assert!(!metrics.contains("vault") && !metrics.contains("acme"));
+    // No token, or a wrong one: 401 with what to send.
+    let (st, v) = post(&s.url, None, r#"{"query":"x"}"#).await;
+    assert_eq!(st, 401);
+    assert!(v["error"].as_str().unwrap().contains("Bearer"), "{v}");
+    let (st, _) = post(&s.url, Some("not-a-known-token-at-all"), r#"{"query":"x"}"#).await;
+    assert_eq!(st, 401);
+    let openapi: serde_json::Value = reqwest::get(format!("{}/openapi.json", s.url))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(openapi["openapi"], "3.1.0");
+    assert!(openapi["paths"]["/v1/search"]["post"].is_object());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_requests_get_a_4xx_that_says_what_is_wrong() {
+    let work = tempfile::tempdir().unwrap();
+    let (_a, _b, cfg) = two_repos(work.path()).await;
+    let s = serve(&cfg, vec![]).await;
+    let ten_mb = format!(r#"{{"query":"{}"}}"#, "x".repeat(10 * 1024 * 1024));
+    let cases: Vec<(&str, String, u16, &str)> = vec![
+        ("empty query", r#"{"query":"   "}"#.into(), 400, "empty"),
+        ("10 MB query", ten_mb, 413, "limited to"),
+        (
+            "over-long query",
+            format!(r#"{{"query":"{}"}}"#, "y".repeat(9000)),
+            400,
+            "at most 8192",
+        ),
+        (
+            "unknown filter",
+            r#"{"query":"x","colour":"red"}"#.into(),
+            400,
+            "unknown field `colour`",
+        ),
+        (
+            "huge k",
+            r#"{"query":"x","k":1000000000}"#.into(),
+            400,
+            "k must be between 1 and 100",
+        ),
+        (
+            "zero k",
+            r#"{"query":"x","k":0}"#.into(),
+            400,
+            "k must be between",
+        ),
+        (
+            "invalid JSON",
+            r#"{"query": "x""#.into(),
+            400,
+            "invalid search request",
+        ),
+        ("wrong type", r#"{"query": 5}"#.into(), 400, "invalid type"),
+        (
+            "unknown mode",
+            r#"{"query":"x","mode":"psychic"}"#.into(),
+            400,
+            "unknown variant",
+        ),
+        (
+            "bad path glob",
+            r#"{"query":"x","path":"[oops"}"#.into(),
+            400,
+            "path pattern",
+        ),
+    ];
+    for (what, body, status, needle) in cases {
+        let (st, v) = post(&s.url, None, &body).await;
+        assert_eq!(st, status, "{what}: {v}");
+        let msg = v["error"].as_str().unwrap_or_else(|| panic!("{what}: {v}"));
+        assert!(msg.contains(needle), "{what}: {msg}");
+    }
+    // The service is still fine.
+    let (st, _) = post(&s.url, None, r#"{"query":"retry"}"#).await;
+    assert_eq!(st, 200);
+    let m = &s.searcher.metrics;
+    assert_eq!(m.bad_requests.load(Ordering::Relaxed), 10);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_new_generation_is_swapped_in_while_queries_run_and_none_fails() {
+    let work = tempfile::tempdir().unwrap();
+    let (a, _b, cfg) = two_repos(work.path()).await;
+    let s = serve(&cfg, vec![]).await;
+    let first = s.searcher.generation().unwrap().number;
+    let stop = Arc::new(AtomicBool::new(false));
+    let (done, failed) = (Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0)));
+    let mut clients = Vec::new();
+    for _ in 0..4 {
+        let (url, stop, done, failed) = (s.url.clone(), stop.clone(), done.clone(), failed.clone());
+        clients.push(tokio::spawn(async move {
+            while !stop.load(Ordering::Relaxed) {
+                let (st, v) = post(&url, None, r#"{"query":"fetch_with_retries","k":3}"#).await;
+                if st == 200 && !v["results"].as_array().unwrap().is_empty() {
+                    done.fetch_add(1, Ordering::Relaxed);
+                } else {
+                    failed.fetch_add(1, Ordering::Relaxed);
+                }
+            }
+        }));
+    }
+    // A change lands and is indexed while the clients query; the service loads it and swaps.
+    a.commit(
+        &[
+            ("http/client.py", file(CLIENT_PY)),
+            ("db/pool.rs", file(POOL_RS)),
+            ("http/proxy.py", file("def resolve_proxy_for(url):\n    \"\"\"Pick the proxy configured for a URL's host.\"\"\"\n    return PROXIES.get(host_of(url))\n")),
+        ],
+        false,
+    );
+    let (w, pa) = (work.path().to_path_buf(), a.path());
+    tokio::task::spawn_blocking(move || index(&w, &[&pa], "hash"))
+        .await
+        .unwrap();
+    let swapped = s.searcher.refresh().await.unwrap();
+    assert_eq!(swapped, Some(first + 1));
+    let (st, v) = post(&s.url, None, r#"{"query":"resolve_proxy_for","k":1}"#).await;
+    assert_eq!(st, 200);
+    assert_eq!(v["generation"], first + 1);
+    assert_eq!(v["results"][0]["path"], "http/proxy.py");
+    // Deleted in the new generation: README.md is gone from search.
+    let (_, v) = post(
+        &s.url,
+        None,
+        r#"{"query":"retry.attempts acme.toml","path":"README.md"}"#,
+    )
+    .await;
+    assert!(v["results"].as_array().unwrap().is_empty(), "{v}");
+    stop.store(true, Ordering::Relaxed);
+    for c in clients {
+        c.await.unwrap();
+    }
+    assert_eq!(failed.load(Ordering::Relaxed), 0);
+    assert!(done.load(Ordering::Relaxed) > 4);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_reranker_reorders_the_fused_top_and_its_failure_only_adds_a_note() {
+    use trawl_embed_worker::fake::{FakeConfig, FakeVoyage};
+    let work = tempfile::tempdir().unwrap();
+    let (_a, _b, cfg) = two_repos(work.path()).await;
+    let fake = FakeVoyage::start(FakeConfig {
+        api_key: "fake-key".into(),
+        ..FakeConfig::default()
+    })
+    .await
+    .unwrap();
+    let store = Store::from_url(&cfg.store.url).unwrap();
+    let reranker =
+        trawl_query::rerank::Reranker::new(&fake.base_url(), "fake-key", "rerank-2.5", 20).unwrap();
+    let searcher = Searcher::open(store.clone(), &cfg, Some("hash"))
+        .await
+        .unwrap()
+        .with_reranker(reranker);
+    // Every word of this query is in the pool's docstring only: the fake reranker (share of
+    // query words in the document) puts it first whatever the fusion said.
+    let mut req = SearchRequest::new("borrows a connection waiting while every connection is busy");
+    req.k = Some(3);
+    let r = searcher.search(&req, Access::all()).await.unwrap();
+    assert!(r.notes.is_empty(), "{:?}", r.notes);
+    assert!(
+        r.results[0].text.contains("Borrows a connection"),
+        "{:?}",
+        r.results[0]
+    );
+    assert!(
+        (r.results[0].score - 1.0).abs() < 1e-9,
+        "relevance {}",
+        r.results[0].score
+    );
+    assert!(fake.stats().outcomes.get("rerank").copied().unwrap_or(0) >= 1);
+
+    let broken =
+        trawl_query::rerank::Reranker::new(&fake.base_url(), "wrong-key", "rerank-2.5", 20)
+            .unwrap();
+    let searcher = Searcher::open(store, &cfg, Some("hash"))
+        .await
+        .unwrap()
+        .with_reranker(broken);
+    let r = searcher.search(&req, Access::all()).await.unwrap();
+    assert!(!r.results.is_empty());
+    assert!(
+        r.notes.iter().any(|n| n.contains("not reranked")),
+        "{:?}",
+        r.notes
+    );
+}
