@@ -754,3 +754,76 @@ async fn the_reranker_reorders_the_fused_top_and_its_failure_only_adds_a_note() 
         r.notes
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn trawl_serve_reads_tokens_from_the_config_and_trawl_search_asks_it() {
+    use std::io::{BufRead, BufReader};
+    let work = tempfile::tempdir().unwrap();
+    let (_a, _b, _cfg) = two_repos(work.path()).await;
+    let config = work.path().join("trawl.toml");
+    std::fs::write(
+        &config,
+        "[query]\nlisten = \"127.0.0.1:0\"\npoll_secs = 1\n\n[[query.tokens]]\nname = \"acme\"\ntoken_env = \"ACME_QUERY_TOKEN\"\nrepos = [\"*/acme-api\"]\n",
+    )
+    .unwrap();
+    let mut server = trawl(work.path())
+        .args([
+            "--config",
+            "trawl.toml",
+            "--set",
+            "embed.embedder=hash",
+            "serve",
+        ])
+        .env("ACME_QUERY_TOKEN", ACME_TOKEN)
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stderr = server.stderr.take().unwrap();
+    let url = tokio::task::spawn_blocking(move || {
+        let mut lines = BufReader::new(stderr).lines();
+        let url = lines
+            .by_ref()
+            .map_while(Result::ok)
+            .find_map(|l| {
+                l.split("listening on ")
+                    .nth(1)
+                    .map(|r| r.split(' ').next().unwrap().to_owned())
+            })
+            .expect("the server says where it listens");
+        // Keep draining so the server never blocks on a full pipe.
+        std::thread::spawn(move || for _ in lines {});
+        url
+    })
+    .await
+    .unwrap();
+    let health = reqwest::get(format!("{url}/healthz")).await.unwrap();
+    assert_eq!(health.status().as_u16(), 200);
+    let w = work.path().to_path_buf();
+    let u = url.clone();
+    let (with_token, without) = tokio::task::spawn_blocking(move || {
+        let run = |token: Option<&str>| {
+            let mut c = trawl(&w);
+            c.args(["search", "retries zebracorn", "--json", "--server", &u]);
+            if let Some(t) = token {
+                c.env("TRAWL_TOKEN", t);
+            }
+            c.output().unwrap()
+        };
+        (run(Some(ACME_TOKEN)), run(None))
+    })
+    .await
+    .unwrap();
+    let text = ok(&with_token);
+    assert!(!text.is_empty());
+    assert!(text.lines().all(|l| l.contains("/acme-api")), "{text}");
+    assert!(!without.status.success());
+    let err = String::from_utf8_lossy(&without.stderr);
+    assert!(err.contains("401") && err.contains("bearer token"), "{err}");
+    // SIGTERM: a graceful stop.
+    let pid = server.id().to_string();
+    Command::new("kill").args(["-TERM", &pid]).status().unwrap();
+    let status = tokio::task::spawn_blocking(move || server.wait().unwrap())
+        .await
+        .unwrap();
+    assert!(status.success(), "{status:?}");
+}

@@ -23,6 +23,8 @@ pub struct Segment {
     pub docs: Vec<DocRow>,
     /// False for tombstoned ords.
     pub alive: Vec<bool>,
+    /// No ord is tombstoned.
+    pub all_alive: bool,
     /// Each doc's repository, as an index into `repos`.
     pub repo_of: Vec<u32>,
     pub repos: Vec<String>,
@@ -292,6 +294,7 @@ fn open_segment(
     Ok(Segment {
         dir: seg.dir.clone(),
         docs,
+        all_alive: alive.iter().all(|&a| a),
         alive,
         repo_of,
         repos,

@@ -130,9 +130,7 @@ impl SegFilter {
 
     /// Nothing in this segment is excluded.
     fn passes_all(&self) -> bool {
-        self.repo_ok.iter().all(|&b| b)
-            && !self.filter.restricts_docs()
-            && self.seg.alive.iter().all(|&a| a)
+        self.repo_ok.iter().all(|&b| b) && !self.filter.restricts_docs() && self.seg.all_alive
     }
 
     /// No doc of this segment can pass.
