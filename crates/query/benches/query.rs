@@ -126,17 +126,17 @@ struct Query {
     vector: VectorData,
 }
 
-fn queries(base: &[DocRow], n: usize) -> Vec<Query> {
-    let mut s: u64 = 0x1234_5678;
+fn queries(base: &[DocRow], chunks: usize) -> Vec<Query> {
+    let mut state: u64 = 0x1234_5678;
     let mut next = || {
-        s ^= s << 13;
-        s ^= s >> 7;
-        s ^= s << 17;
-        s
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        state
     };
     (0..QUERIES)
         .map(|q| {
-            let i = (next() % n as u64) as usize;
+            let i = (next() % chunks as u64) as usize;
             let d = doc(base, i);
             let text = match (&d.symbol, q % 3) {
                 (Some(sym), 0) => sym.clone(),
