@@ -250,6 +250,14 @@ pub async fn run(cfg: &Config, args: Args) -> anyhow::Result<ExitCode> {
         embedded_report.embed.vectors_written += r.embed.vectors_written;
         embedded_report.embed.chunks += r.embed.chunks;
     }
+    if report.failed() == report.repos.len() {
+        live.finish();
+        store.delete(IN_PROGRESS).await?;
+        for r in &report.repos {
+            print_failure(r);
+        }
+        anyhow::bail!("no repository could be fetched: nothing to index");
+    }
     *stage
         .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner) = "compact";
@@ -308,16 +316,17 @@ pub async fn run(cfg: &Config, args: Args) -> anyhow::Result<ExitCode> {
         m.shard_count,
         m.build.shards_reused
     );
-    for r in report.repos.iter().filter(|r| r.failure.is_some()) {
-        let f = r.failure.as_ref().expect("filtered");
-        println!("  FAILED   {}  {}: {}", r.url, f.reason.as_str(), f.message);
+    for r in &report.repos {
+        print_failure(r);
     }
     for d in dead.iter().take(5) {
         if let Ok(d) = DeadLetter::from_json(d) {
             println!("  dead letter  {} {}: {}", d.topic, d.key, d.error);
         }
     }
-    println!("search it:  trawl search \"<what you are looking for>\"");
+    if m.counts.chunks > 0 {
+        println!("search it:  trawl search \"<what you are looking for>\"");
+    }
     Ok(
         if report.failed() > 0 || chunked.dead_letters > 0 || e.dead_lettered > 0 {
             ExitCode::from(3)
@@ -325,4 +334,21 @@ pub async fn run(cfg: &Config, args: Args) -> anyhow::Result<ExitCode> {
             ExitCode::SUCCESS
         },
     )
+}
+
+fn print_failure(r: &RepoReport) {
+    let Some(f) = &r.failure else {
+        return;
+    };
+    let hint = if std::path::Path::new(&r.url).is_dir() && f.reason.as_str() == "not-found" {
+        " (not a git repository: trawl indexes what is committed; `git init && git add -A && git commit` first)"
+    } else {
+        ""
+    };
+    println!(
+        "  FAILED   {}  {}: {}{hint}",
+        r.url,
+        f.reason.as_str(),
+        f.message
+    );
 }

@@ -160,6 +160,19 @@ impl Tokenizer for CodeTokenizer {
     }
 }
 
+/// The words of `text` one per position, in order: for a split identifier its parts, not the
+/// whole (`parseHTTPResponse now` → parse, http, response, now). Phrases are made of these.
+pub fn word_sequence(text: &str) -> Vec<String> {
+    let mut out: Vec<(usize, String)> = Vec::new();
+    for t in analyze(text) {
+        match out.last_mut() {
+            Some((p, w)) if *p == t.position => *w = t.text,
+            _ => out.push((t.position, t.text)),
+        }
+    }
+    out.into_iter().map(|(_, w)| w).collect()
+}
+
 /// The terms of `text`, in order (for tests and query explanation).
 pub fn terms(text: &str) -> Vec<String> {
     analyze(text).into_iter().map(|t| t.text).collect()
@@ -195,6 +208,21 @@ mod tests {
             ["self", "max_retries", "max", "retries", "3"]
         );
         assert_eq!(terms("größe_ändern"), ["größe_ändern", "größe", "ändern"]);
+    }
+
+    #[test]
+    fn word_sequences_keep_parts_and_drop_wholes() {
+        assert_eq!(
+            word_sequence("Invalid isoformat string: parseHTTPResponse"),
+            [
+                "invalid",
+                "isoformat",
+                "string",
+                "parse",
+                "http",
+                "response"
+            ]
+        );
     }
 
     #[test]

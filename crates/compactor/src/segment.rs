@@ -261,6 +261,11 @@ pub const BOOSTS: [(&str, f32); 4] = [
     ("body", 1.0),
 ];
 
+/// Adjacent word pairs of a query matched as phrases (at most).
+pub const MAX_PHRASE_PAIRS: usize = 12;
+/// Weight of a phrase pair, relative to a body term.
+pub const PHRASE_BOOST: f32 = 1.0;
+
 /// The BM25 query of `query` over a text index: every analyzed term of the query, in every
 /// field with its boost, OR'ed — the query's words need not be adjacent or all present (BM25
 /// ranks), and an identifier typed in any convention meets the same terms as the indexed one.
@@ -287,6 +292,28 @@ pub fn text_query(
             clauses.push((
                 Occur::Should,
                 Box::new(BoostQuery::new(Box::new(tq), boost)),
+            ));
+        }
+    }
+    // Word pairs of the query found side by side in a chunk add to its score: a pasted error
+    // message or a phrase from a docstring ranks the chunk that says exactly that above one
+    // that merely shares its words.
+    let words = crate::analyzer::word_sequence(query);
+    if words.len() >= 3 {
+        let body = schema
+            .get_field("body")
+            .map_err(|e| CompactError::Index(format!("text index: {e}")))?;
+        let mut pairs: Vec<(&String, &String)> = words.windows(2).map(|w| (&w[0], &w[1])).collect();
+        pairs.sort();
+        pairs.dedup();
+        for (a, b) in pairs.into_iter().take(MAX_PHRASE_PAIRS) {
+            let pq = tantivy::query::PhraseQuery::new(vec![
+                Term::from_field_text(body, a),
+                Term::from_field_text(body, b),
+            ]);
+            clauses.push((
+                Occur::Should,
+                Box::new(BoostQuery::new(Box::new(pq), PHRASE_BOOST)),
             ));
         }
     }
