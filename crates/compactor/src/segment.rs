@@ -263,8 +263,8 @@ pub const BOOSTS: [(&str, f32); 4] = [
 
 /// Adjacent word pairs of a query matched as phrases (at most).
 pub const MAX_PHRASE_PAIRS: usize = 12;
-/// Weight of a phrase pair, relative to a body term.
-pub const PHRASE_BOOST: f32 = 1.0;
+/// Default weight of a phrase pair, relative to a body term (`query.phrase_weight`).
+pub const PHRASE_BOOST: f32 = 3.0;
 
 /// The BM25 query of `query` over a text index: every analyzed term of the query, in every
 /// field with its boost, OR'ed — the query's words need not be adjacent or all present (BM25
@@ -272,6 +272,7 @@ pub const PHRASE_BOOST: f32 = 1.0;
 pub fn text_query(
     schema: &Schema,
     query: &str,
+    phrase_boost: f32,
 ) -> Result<tantivy::query::BooleanQuery, CompactError> {
     use tantivy::Term;
     use tantivy::query::{BooleanQuery, BoostQuery, Occur, Query, TermQuery};
@@ -299,7 +300,7 @@ pub fn text_query(
     // message or a phrase from a docstring ranks the chunk that says exactly that above one
     // that merely shares its words.
     let words = crate::analyzer::word_sequence(query);
-    if words.len() >= 3 {
+    if words.len() >= 3 && phrase_boost > 0.0 {
         let body = schema
             .get_field("body")
             .map_err(|e| CompactError::Index(format!("text index: {e}")))?;
@@ -313,7 +314,7 @@ pub fn text_query(
             ]);
             clauses.push((
                 Occur::Should,
-                Box::new(BoostQuery::new(Box::new(pq), PHRASE_BOOST)),
+                Box::new(BoostQuery::new(Box::new(pq), phrase_boost)),
             ));
         }
     }
@@ -324,7 +325,7 @@ pub fn text_query(
 pub fn search_text(index: &Index, query: &str, k: usize) -> Result<Vec<(u64, f32)>, CompactError> {
     use tantivy::collector::TopDocs;
     let tv = |e: tantivy::TantivyError| CompactError::Index(format!("text search: {e}"));
-    let q = text_query(&index.schema(), query)?;
+    let q = text_query(&index.schema(), query, PHRASE_BOOST)?;
     let reader = index.reader().map_err(tv)?;
     let searcher = reader.searcher();
     let top = searcher

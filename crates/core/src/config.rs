@@ -44,6 +44,9 @@ pub struct QueryConfig {
     /// Extra weight of the lexical arm when the query looks like an identifier
     /// (`parse_args`, `HTTPConnection.request`, `os::path`).
     pub identifier_lexical_weight: f64,
+    /// Weight of a query's adjacent word pairs found side by side in a chunk, relative to
+    /// one matching word (0 = no phrase scoring).
+    pub phrase_weight: f32,
     /// Candidates each arm contributes per segment (at least 3 × k).
     pub candidates: usize,
     /// HNSW breadth of search (usearch `expansion_search`): recall against latency.
@@ -73,6 +76,7 @@ impl Default for QueryConfig {
             weight_vector: 1.0,
             weight_lexical: 1.0,
             identifier_lexical_weight: 2.0,
+            phrase_weight: 3.0,
             candidates: 50,
             ef_search: 128,
             max_k: 100,

@@ -27,6 +27,7 @@ pub struct Params {
     pub weight_vector: f64,
     pub weight_lexical: f64,
     pub identifier_lexical_weight: f64,
+    pub phrase_weight: f32,
     pub candidates: usize,
 }
 
@@ -37,6 +38,7 @@ impl From<&QueryConfig> for Params {
             weight_vector: c.weight_vector,
             weight_lexical: c.weight_lexical,
             identifier_lexical_weight: c.identifier_lexical_weight,
+            phrase_weight: c.phrase_weight,
             candidates: c.candidates,
         }
     }
@@ -206,7 +208,11 @@ pub fn candidates(
     let filter = Arc::new(filter);
     let schema = generation.segments.first().map(|s| s.text.schema());
     let text_query = match (&schema, run_lexical) {
-        (Some(schema), true) => Some(trawl_compactor::segment::text_query(schema, &req.query)?),
+        (Some(schema), true) => Some(trawl_compactor::segment::text_query(
+            schema,
+            &req.query,
+            params.phrase_weight,
+        )?),
         _ => None,
     };
     let dims = generation.manifest.space.as_ref().map_or(1, |s| s.dims);
