@@ -24,6 +24,8 @@ pub mod rerank;
 pub mod search;
 pub mod server;
 pub mod service;
+#[cfg(test)]
+mod tests;
 
 pub use access::Access;
 pub use request::{Hit, Mode, SearchRequest, SearchResponse};

@@ -1,0 +1,278 @@
+//! The query library over a memory store (a remote store: segments go through the cache):
+//! downloads, reuse of unchanged segments, pruning, tombstones, filters inside the vector arm.
+
+use std::collections::HashSet;
+
+use trawl_compactor::build::{BuildOptions, LiveDoc, build};
+use trawl_compactor::docs::{DOC_VERSION, DocRow};
+use trawl_compactor::{Quiet, SpaceInfo, VectorData};
+use trawl_core::ids::RepoId;
+use trawl_core::store::Store;
+
+use crate::access::Access;
+use crate::index::Generation;
+use crate::request::{Mode, SearchRequest};
+use crate::search::{self, Filter, Params};
+
+const DIMS: usize = 32;
+
+fn unit(seed: u64) -> Vec<f32> {
+    let mut s = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+    let mut v: Vec<f32> = (0..DIMS)
+        .map(|_| {
+            s ^= s << 13;
+            s ^= s >> 7;
+            s ^= s << 17;
+            (s % 20_000) as f32 / 10_000.0 - 1.0
+        })
+        .collect();
+    let n = v.iter().map(|x| x * x).sum::<f32>().sqrt();
+    for x in &mut v {
+        *x /= n;
+    }
+    v
+}
+
+fn live(i: u64, repo: &str, text: &str) -> LiveDoc {
+    let repo = RepoId::parse(repo).unwrap();
+    let path = format!("src/m{i}.py");
+    let symbol = format!("handler_{i}");
+    LiveDoc {
+        doc: DocRow {
+            schema_version: DOC_VERSION,
+            ord: 0,
+            chunk_id: trawl_core::hash::chunk_id(&repo, &path, "function", &symbol, 0),
+            content_hash: trawl_core::hash::content_hash("1", &path, text),
+            has_vector: true,
+            repo_id: repo,
+            commit: "c".repeat(40).parse().unwrap(),
+            path,
+            language: "python".into(),
+            kind: "function".into(),
+            symbol: Some(symbol.clone()),
+            qualified_name: Some(symbol),
+            header: String::new(),
+            text: text.to_owned(),
+            start_line: 1,
+            end_line: 3,
+            parent_id: None,
+            children_ids: vec![],
+            calls: vec![],
+            call_ids: vec![],
+            imports: vec![],
+        },
+        vector: Some(VectorData::F32(unit(i))),
+    }
+}
+
+fn corpus(n: u64) -> Vec<LiveDoc> {
+    (0..n)
+        .map(|i| {
+            let repo = if i % 2 == 0 {
+                "github.com/a/even"
+            } else {
+                "github.com/b/odd"
+            };
+            live(
+                i,
+                repo,
+                &format!("def handler_{i}(request):\n    return respond({i})\n"),
+            )
+        })
+        .collect()
+}
+
+fn space() -> SpaceInfo {
+    SpaceInfo {
+        model: "test".into(),
+        dims: DIMS as u32,
+        dtype: "float".into(),
+    }
+}
+
+fn files_under(dir: &std::path::Path) -> usize {
+    walk(dir).len()
+}
+
+fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let mut out = Vec::new();
+    if let Ok(rd) = std::fs::read_dir(dir) {
+        for e in rd.flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                out.extend(walk(&p));
+            } else {
+                out.push(p);
+            }
+        }
+    }
+    out
+}
+
+fn vector_search(
+    g: &Generation,
+    q: &[f32],
+    req: &SearchRequest,
+    access: &Access,
+) -> Vec<(u32, u32, f64)> {
+    let filter = Filter::new(req, access.clone()).unwrap();
+    let v = VectorData::F32(q.to_vec());
+    search::candidates(g, req, 10, filter, Some(&v), &Params::default())
+        .unwrap()
+        .candidates
+}
+
+#[tokio::test]
+async fn a_remote_store_is_cached_new_generations_download_only_new_segments_and_old_ones_are_pruned()
+ {
+    let store = Store::memory();
+    let cache = tempfile::tempdir().unwrap();
+    let opts = BuildOptions {
+        shards: 4,
+        threads: 1,
+        ..BuildOptions::default()
+    };
+    let docs = corpus(200);
+    build(&store, docs.clone(), Some(space()), &opts, &Quiet)
+        .await
+        .unwrap();
+    let g1 = Generation::open_current(&store, cache.path())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(g1.live_docs(), 200);
+    assert_eq!(g1.load.segments_downloaded, 4);
+    let first_bytes = g1.load.bytes_downloaded;
+    assert!(first_bytes > 0);
+    // Opening again downloads nothing.
+    let again = Generation::open_current(&store, cache.path())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(again.load.segments_downloaded, 0);
+
+    // One doc changes, one is deleted: delta segments and tombstones; unchanged shards reuse
+    // their segments, already cached.
+    let mut next = docs.clone();
+    next.retain(|d| d.doc.symbol.as_deref() != Some("handler_7"));
+    next[0] = live(
+        0,
+        "github.com/a/even",
+        "def handler_0(request):\n    return rewritten()\n",
+    );
+    build(&store, next, Some(space()), &opts, &Quiet)
+        .await
+        .unwrap();
+    let g2 = Generation::open_current(&store, cache.path())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(g2.number, 2);
+    assert_eq!(g2.live_docs(), 199);
+    assert!(g2.load.segments_downloaded <= 2, "{:?}", g2.load);
+    assert!(g2.load.bytes_downloaded < first_bytes);
+    // The deleted doc is never found, even by its own vector; the rewritten one is.
+    let req = SearchRequest {
+        mode: Mode::Vector,
+        ..SearchRequest::new("x")
+    };
+    let hits = vector_search(&g2, &unit(7), &req, &Access::all());
+    let symbols: HashSet<String> = hits
+        .iter()
+        .map(|&(s, o, _)| {
+            g2.segments[s as usize].docs[o as usize]
+                .symbol
+                .clone()
+                .unwrap()
+        })
+        .collect();
+    assert!(!symbols.contains("handler_7"));
+    let mut lex = SearchRequest::new("rewritten");
+    lex.mode = Mode::Lexical;
+    let ranked = search::candidates(
+        &g2,
+        &lex,
+        5,
+        Filter::new(&lex, Access::all()).unwrap(),
+        None,
+        &Params::default(),
+    )
+    .unwrap();
+    let top = &ranked.candidates[0];
+    assert_eq!(
+        g2.segments[top.0 as usize].docs[top.1 as usize]
+            .symbol
+            .as_deref(),
+        Some("handler_0")
+    );
+
+    // A full rebuild writes all-new segments; pruning keeps what the served generation uses
+    // and removes the rest.
+    let full = BuildOptions {
+        full: true,
+        ..opts.clone()
+    };
+    build(&store, corpus(200), Some(space()), &full, &Quiet)
+        .await
+        .unwrap();
+    let g3 = Generation::open_current(&store, cache.path())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(g3.load.segments_downloaded, 4);
+    let before = files_under(cache.path());
+    let removed = crate::index::prune_cache(cache.path(), &[&g3]);
+    assert!(removed >= 4, "removed {removed}");
+    assert!(files_under(cache.path()) < before);
+    let reopened = Generation::open_current(&store, cache.path())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(reopened.load.segments_downloaded, 0, "g3's segments stayed");
+}
+
+#[tokio::test]
+async fn filters_and_access_apply_inside_the_vector_arm_before_top_k() {
+    let store = Store::memory();
+    let cache = tempfile::tempdir().unwrap();
+    let opts = BuildOptions {
+        shards: 2,
+        threads: 1,
+        ..BuildOptions::default()
+    };
+    build(&store, corpus(400), Some(space()), &opts, &Quiet)
+        .await
+        .unwrap();
+    let g = Generation::open_current(&store, cache.path())
+        .await
+        .unwrap()
+        .unwrap();
+    let req = SearchRequest {
+        mode: Mode::Vector,
+        k: Some(10),
+        ..SearchRequest::new("x")
+    };
+    // Doc 3 lives in the odd repo: an `even`-only caller asking with doc 3's own vector
+    // still gets 10 hits, all even.
+    let even_only = Access::repos("t", &["github.com/a/*".into()]).unwrap();
+    let hits = vector_search(&g, &unit(3), &req, &even_only);
+    let hits: Vec<_> = search::finish(&g, &hits, 10, false, &even_only);
+    assert_eq!(hits.len(), 10);
+    assert!(hits.iter().all(|h| h.repo == "github.com/a/even"));
+    // Unfiltered, doc 3 is its own best hit.
+    let all = vector_search(&g, &unit(3), &req, &Access::all());
+    let top = &all[0];
+    assert_eq!(
+        g.segments[top.0 as usize].docs[top.1 as usize]
+            .symbol
+            .as_deref(),
+        Some("handler_3")
+    );
+    // A path filter, inside too.
+    let mut by_path = req.clone();
+    by_path.path = vec!["src/m1*".into()];
+    let hits = vector_search(&g, &unit(3), &by_path, &Access::all());
+    let hits = search::finish(&g, &hits, 10, false, &Access::all());
+    assert_eq!(hits.len(), 10);
+    assert!(hits.iter().all(|h| h.path.starts_with("src/m1")));
+}
