@@ -827,3 +827,82 @@ async fn trawl_serve_reads_tokens_from_the_config_and_trawl_search_asks_it() {
         .unwrap();
     assert!(status.success(), "{status:?}");
 }
+
+#[test]
+fn an_interrupted_index_run_is_resumed_and_nothing_chunked_stays_unembedded() {
+    let src = acme();
+    let work = tempfile::tempdir().unwrap();
+    // What a run killed after chunking leaves: chunks written and the repository's state
+    // recorded, nothing embedded, the run's marker still there.
+    ok(&trawl(work.path())
+        .args(["fetch", "--repo"])
+        .arg(src.path())
+        .output()
+        .unwrap());
+    ok(&trawl(work.path())
+        .args(["chunk-worker", "--once"])
+        .output()
+        .unwrap());
+    std::fs::create_dir_all(work.path().join(".trawl/pipeline")).unwrap();
+    std::fs::write(
+        work.path().join(".trawl/pipeline/index-in-progress.json"),
+        "{}",
+    )
+    .unwrap();
+    let summary = index(work.path(), &[&src.path()], "hash");
+    assert!(summary.contains("resumed an interrupted run"), "{summary}");
+    assert!(summary.contains("1 unchanged"), "{summary}");
+    let line = summary
+        .lines()
+        .find(|l| l.contains("generation 1 live"))
+        .unwrap();
+    let nums: Vec<u64> = line
+        .split(|c: char| !c.is_ascii_digit())
+        .filter_map(|n| n.parse().ok())
+        .collect();
+    // generation, chunks, repositories, with vectors, …
+    assert!(
+        nums[1] > 0 && nums[1] == nums[3],
+        "every chunk has its vector: {line}"
+    );
+    assert!(
+        !work
+            .path()
+            .join(".trawl/pipeline/index-in-progress.json")
+            .exists()
+    );
+    // The next run is a plain incremental one.
+    let again = index(work.path(), &[&src.path()], "hash");
+    assert!(!again.contains("resumed"), "{again}");
+}
+
+#[tokio::test]
+async fn a_deferred_fetch_records_the_state_only_when_told() {
+    use trawl_core::bus::InProcBus;
+    use trawl_fetcher::{Fetcher, RunOptions};
+    let src = acme();
+    let store = Store::memory();
+    let cache = tempfile::tempdir().unwrap();
+    let mut cfg = trawl_core::config::FetchConfig::default();
+    cfg.cache_dir = cache.path().to_path_buf();
+    let fetcher = Fetcher::new(cfg, store.clone(), Arc::new(InProcBus::new(64)));
+    let spec = trawl_fetcher::repos::resolve(&src.path().to_string_lossy(), cache.path()).unwrap();
+    let opts = RunOptions {
+        defer_state: true,
+        ..RunOptions::default()
+    };
+    let report = fetcher
+        .run(
+            std::slice::from_ref(&spec),
+            &opts,
+            Arc::new(trawl_fetcher::Quiet),
+        )
+        .await;
+    let state = trawl_core::store::keys::repo_state(&spec.id);
+    assert!(
+        !store.exists_key(&state).await.unwrap(),
+        "not before the events are processed"
+    );
+    fetcher.commit_states(&report).await.unwrap();
+    assert!(store.exists_key(&state).await.unwrap());
+}
