@@ -883,8 +883,10 @@ async fn a_deferred_fetch_records_the_state_only_when_told() {
     let src = acme();
     let store = Store::memory();
     let cache = tempfile::tempdir().unwrap();
-    let mut cfg = trawl_core::config::FetchConfig::default();
-    cfg.cache_dir = cache.path().to_path_buf();
+    let cfg = trawl_core::config::FetchConfig {
+        cache_dir: cache.path().to_path_buf(),
+        ..Default::default()
+    };
     let fetcher = Fetcher::new(cfg, store.clone(), Arc::new(InProcBus::new(64)));
     let spec = trawl_fetcher::repos::resolve(&src.path().to_string_lossy(), cache.path()).unwrap();
     let opts = RunOptions {
