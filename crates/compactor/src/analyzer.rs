@@ -173,6 +173,95 @@ pub fn word_sequence(text: &str) -> Vec<String> {
     out.into_iter().map(|(_, w)| w).collect()
 }
 
+/// Other inflections of an English word, both ways (`swapped` → swap, swaps, swapping;
+/// `retry` → retries, retried), for the query side only: the index keeps words as written, so
+/// a question phrased in one tense still meets code and docstrings written in another. Only
+/// for lowercase alphabetic words of 4 letters or more; never includes `word` itself.
+pub fn inflections(word: &str) -> Vec<String> {
+    if word.len() < 4 || !word.bytes().all(|b| b.is_ascii_lowercase()) {
+        return Vec::new();
+    }
+    let vowel = |c: u8| matches!(c, b'a' | b'e' | b'i' | b'o' | b'u');
+    // Candidate stems: strip one inflection (undoing a doubled final consonant); after -ed
+    // and -ing the stem may have lost an `e` (handled → handle).
+    let mut stems = vec![word.to_owned()];
+    for (suffix, replace) in [
+        ("ies", "y"),
+        ("ied", "y"),
+        ("ing", ""),
+        ("ed", ""),
+        ("es", ""),
+        ("s", ""),
+    ] {
+        let Some(base) = word.strip_suffix(suffix) else {
+            continue;
+        };
+        if base.len() < 3 || word.ends_with("ss") {
+            break;
+        }
+        let stem = format!("{base}{replace}");
+        let b = stem.as_bytes();
+        let n = b.len();
+        if replace.is_empty()
+            && n >= 3
+            && b[n - 1] == b[n - 2]
+            && !vowel(b[n - 1])
+            && !matches!(b[n - 1], b's' | b'l' | b'z')
+        {
+            stems.push(stem[..n - 1].to_owned());
+        }
+        if matches!(suffix, "ing" | "ed") {
+            stems.push(format!("{stem}e"));
+        }
+        stems.push(stem);
+        break;
+    }
+    let mut out = Vec::new();
+    for stem in &stems {
+        let b = stem.as_bytes();
+        let n = b.len();
+        let last = b[n - 1];
+        out.push(stem.clone());
+        if let Some(base) = stem
+            .strip_suffix('y')
+            .filter(|_| n >= 2 && !vowel(b[n - 2]))
+        {
+            out.extend([
+                format!("{base}ies"),
+                format!("{base}ied"),
+                format!("{stem}ing"),
+            ]);
+        } else if let Some(base) = stem.strip_suffix('e') {
+            out.extend([format!("{stem}s"), format!("{stem}d"), format!("{base}ing")]);
+        } else {
+            // A short vowel before a final consonant doubles it: swap → swapped.
+            let double = n >= 3
+                && !vowel(last)
+                && vowel(b[n - 2])
+                && !vowel(b[n - 3])
+                && !matches!(last, b'w' | b'x' | b'y');
+            let ed = if double {
+                format!("{stem}{}", last as char)
+            } else {
+                stem.clone()
+            };
+            let es = if matches!(last, b's' | b'x' | b'z' | b'h') {
+                "es"
+            } else {
+                "s"
+            };
+            out.extend([format!("{stem}{es}"), format!("{ed}ed"), format!("{ed}ing")]);
+            if double {
+                out.extend([format!("{stem}ed"), format!("{stem}ing")]);
+            }
+        }
+    }
+    out.retain(|w| w != word);
+    out.sort();
+    out.dedup();
+    out
+}
+
 /// The terms of `text`, in order (for tests and query explanation).
 pub fn terms(text: &str) -> Vec<String> {
     analyze(text).into_iter().map(|t| t.text).collect()
@@ -208,6 +297,24 @@ mod tests {
             ["self", "max_retries", "max", "retries", "3"]
         );
         assert_eq!(terms("größe_ändern"), ["größe_ändern", "größe", "ändern"]);
+    }
+
+    #[test]
+    fn inflections_go_both_ways() {
+        let has = |w: &str, v: &str| inflections(w).contains(&v.to_owned());
+        assert!(has("swapped", "swap") && has("swap", "swapped") && has("swap", "swapping"));
+        assert!(has("retries", "retry") && has("retry", "retries") && has("retry", "retried"));
+        assert!(has("handled", "handle") && has("handle", "handling") && has("handle", "handles"));
+        assert!(has("parsing", "parse") || has("parsing", "pars"));
+        assert!(has("matches", "match") && has("match", "matches"));
+        assert!(has("connections", "connection"));
+        assert!(inflections("http").iter().all(|w| w.starts_with("http")));
+        assert!(
+            inflections("class").iter().all(|w| w.starts_with("class")),
+            "{:?}",
+            inflections("class")
+        );
+        assert!(inflections("os").is_empty() && inflections("getLogger").is_empty());
     }
 
     #[test]

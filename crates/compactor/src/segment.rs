@@ -261,6 +261,9 @@ pub const BOOSTS: [(&str, f32); 4] = [
     ("body", 1.0),
 ];
 
+/// Weight of another inflection of a query word, relative to the word as typed.
+pub const INFLECTION_WEIGHT: f32 = 0.5;
+
 /// Adjacent word pairs of a query matched as phrases (at most).
 pub const MAX_PHRASE_PAIRS: usize = 12;
 /// Default weight of a phrase pair, relative to a body term (`query.phrase_weight`).
@@ -294,6 +297,22 @@ pub fn text_query(
                 Occur::Should,
                 Box::new(BoostQuery::new(Box::new(tq), boost)),
             ));
+        }
+    }
+    // Other inflections of the query's words, in the prose fields, at half weight.
+    let mut seen: std::collections::HashSet<String> = terms.iter().cloned().collect();
+    for t in &terms {
+        for v in crate::analyzer::inflections(t) {
+            if !seen.insert(v.clone()) {
+                continue;
+            }
+            for &(f, boost) in fields.iter().skip(2) {
+                let tq = TermQuery::new(Term::from_field_text(f, &v), IndexRecordOption::WithFreqs);
+                clauses.push((
+                    Occur::Should,
+                    Box::new(BoostQuery::new(Box::new(tq), boost * INFLECTION_WEIGHT)),
+                ));
+            }
         }
     }
     // Word pairs of the query found side by side in a chunk add to its score: a pasted error
