@@ -79,6 +79,16 @@ impl std::fmt::Debug for Delivery {
 }
 
 impl Delivery {
+    /// A delivery that `settle` acknowledges or gives back (for bus implementations).
+    pub fn new(key: String, payload: Bytes, attempt: u32, settle: Box<dyn Settle>) -> Self {
+        Self {
+            key,
+            payload,
+            attempt,
+            settle: Some(settle),
+        }
+    }
+
     /// Acknowledges the message: call only once its output is durable.
     pub async fn ack(mut self) -> Result<(), Error> {
         match self.settle.take() {
@@ -108,9 +118,12 @@ pub fn from_url(url: &str, store: &Store, capacity: usize) -> Result<Arc<dyn Bus
     match url.split_once("://").map(|(s, _)| s) {
         Some("inproc") => Ok(Arc::new(InProcBus::new(capacity))),
         Some("spool") => Ok(Arc::new(SpoolBus::new(store.clone()))),
+        #[cfg(feature = "kafka")]
+        Some("kafka") => kafka_from_url(url, store),
+        #[cfg(not(feature = "kafka"))]
         Some("kafka") => Err(Error::BusUrl {
             url: url.to_owned(),
-            reason: "the Kafka bus is not built yet in this release: use spool:// or inproc://"
+            reason: "this trawl was built without the `kafka` feature: use spool:// or inproc://"
                 .into(),
         }),
         _ => Err(Error::BusUrl {
@@ -118,6 +131,48 @@ pub fn from_url(url: &str, store: &Store, capacity: usize) -> Result<Arc<dyn Bus
             reason: "unsupported scheme: use spool:// or inproc://".into(),
         }),
     }
+}
+
+/// `kafka://host:port[,host:port…][?partitions=N&replication=R]`: topics the bus creates get
+/// N partitions (default 12) and replication factor R (default 3).
+#[cfg(feature = "kafka")]
+fn kafka_from_url(url: &str, store: &Store) -> Result<Arc<dyn Bus>, Error> {
+    let bad = |reason: String| Error::BusUrl {
+        url: url.to_owned(),
+        reason,
+    };
+    let rest = url.strip_prefix("kafka://").unwrap_or_default();
+    let (brokers, query) = rest.split_once('?').unwrap_or((rest, ""));
+    if brokers.is_empty() {
+        return Err(bad("no brokers: use kafka://host:port[,host:port]".into()));
+    }
+    let (mut partitions, mut replication) = (12, 3);
+    for pair in query.split('&').filter(|p| !p.is_empty()) {
+        let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
+        let n: i32 = v
+            .parse()
+            .map_err(|_| bad(format!("{k}={v:?} is not a number")))?;
+        match k {
+            "partitions" => partitions = n,
+            "replication" => replication = n,
+            other => {
+                return Err(bad(format!(
+                    "unknown parameter {other:?}: use partitions or replication"
+                )));
+            }
+        }
+    }
+    let admin = Arc::new(crate::kafka::AdminApi::new(
+        brokers,
+        partitions,
+        replication,
+    ));
+    let bus = crate::kafka::KafkaBus::new(
+        crate::kafka::KafkaOptions::new(brokers),
+        store.clone(),
+        admin,
+    )?;
+    Ok(Arc::new(bus))
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -904,10 +959,19 @@ mod tests {
         let s = Store::memory();
         assert!(from_url("inproc://", &s, 8).is_ok());
         assert!(from_url("spool://", &s, 8).is_ok());
-        let e = from_url("kafka://localhost:9092", &s, 8)
-            .unwrap_err()
-            .to_string();
-        assert!(e.contains("spool://"), "{e}");
+        if cfg!(feature = "kafka") {
+            assert!(from_url("kafka://localhost:9092?partitions=3&replication=1", &s, 8).is_ok());
+            let e = from_url("kafka://localhost:9092?shards=3", &s, 8)
+                .unwrap_err()
+                .to_string();
+            assert!(e.contains("partitions or replication"), "{e}");
+            assert!(from_url("kafka://", &s, 8).is_err());
+        } else {
+            let e = from_url("kafka://localhost:9092", &s, 8)
+                .unwrap_err()
+                .to_string();
+            assert!(e.contains("spool://"), "{e}");
+        }
         assert!(from_url("nats://x", &s, 8).is_err());
     }
 }

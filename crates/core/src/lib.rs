@@ -14,6 +14,8 @@ pub mod config;
 mod error;
 pub mod hash;
 pub mod ids;
+#[cfg(feature = "kafka")]
+pub mod kafka;
 pub mod language;
 pub mod records;
 pub mod store;

@@ -1,0 +1,651 @@
+//! The Kafka bus (`kafka://host:port[,host:port…]`, feature `kafka`): the same contract as the
+//! in-process and spool buses, over rdkafka.
+//!
+//! - **Publish**: an idempotent producer with `acks=all`, keyed by the stage's key (the
+//!   repository id), so a repository's messages keep their order in one partition. A payload
+//!   over `max_inline` bytes travels by reference: it is written to the store under
+//!   `bus/large/<hash>` first and the message carries the key in a `trawl-ref` header.
+//! - **Topics** are created through a [`TopicAdmin`] seam: the admin API against a real
+//!   broker; tests use the mock cluster's own call, because the mock does not implement
+//!   CreateTopics.
+//! - **Consume**: a consumer group with auto-commit off. Each partition commits its low
+//!   watermark — the offset below which every message is acknowledged — so an
+//!   acknowledgement never commits past an unacknowledged message. A nack (or a dropped
+//!   delivery) redelivers the message to the same subscription; a crash leaves the offsets
+//!   uncommitted and the group redelivers them. Commits refused during a rebalance are kept
+//!   and retried on the next `recv`, never spun on; transient broker errors are logged and
+//!   polling continues.
+//! - **Close**: a marker message on every partition; a subscriber ends its stream once every
+//!   assigned partition has reached a marker and everything before is acknowledged. A later
+//!   publish reopens the topic.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet, VecDeque};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use bytes::Bytes;
+use futures::future::BoxFuture;
+use rdkafka::ClientConfig;
+use rdkafka::consumer::{CommitMode, Consumer, StreamConsumer};
+use rdkafka::error::{KafkaError, RDKafkaErrorCode};
+use rdkafka::message::{Header, Headers, Message, OwnedHeaders};
+use rdkafka::producer::{FutureProducer, FutureRecord, Producer};
+use rdkafka::topic_partition_list::{Offset, TopicPartitionList};
+
+use crate::Error;
+use crate::bus::{Bus, Delivery, Settle, Subscription};
+use crate::store::Store;
+
+const REF_HEADER: &str = "trawl-ref";
+const CLOSE_HEADER: &str = "trawl-close";
+
+/// Creates topics (a seam: the mock cluster has no CreateTopics).
+#[async_trait]
+pub trait TopicAdmin: Send + Sync + std::fmt::Debug {
+    /// Makes sure `topic` exists with at least one partition.
+    async fn ensure(&self, topic: &str) -> Result<(), Error>;
+}
+
+/// Topic creation through Kafka's admin API.
+#[derive(Debug)]
+pub struct AdminApi {
+    brokers: String,
+    partitions: i32,
+    replication: i32,
+}
+
+impl AdminApi {
+    pub fn new(brokers: &str, partitions: i32, replication: i32) -> Self {
+        Self {
+            brokers: brokers.to_owned(),
+            partitions,
+            replication,
+        }
+    }
+}
+
+#[async_trait]
+impl TopicAdmin for AdminApi {
+    async fn ensure(&self, topic: &str) -> Result<(), Error> {
+        use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
+        let admin: AdminClient<rdkafka::client::DefaultClientContext> = ClientConfig::new()
+            .set("bootstrap.servers", &self.brokers)
+            .create()
+            .map_err(bus_err)?;
+        let new = NewTopic::new(
+            topic,
+            self.partitions,
+            TopicReplication::Fixed(self.replication),
+        );
+        let opts = AdminOptions::new().operation_timeout(Some(Duration::from_secs(30)));
+        let results = admin.create_topics([&new], &opts).await.map_err(bus_err)?;
+        for r in results {
+            match r {
+                Ok(_) | Err((_, RDKafkaErrorCode::TopicAlreadyExists)) => {}
+                Err((t, code)) => {
+                    return Err(Error::Bus(format!("creating topic {t}: {code}")));
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+#[allow(clippy::needless_pass_by_value)] // used as `map_err(bus_err)`
+fn bus_err(e: KafkaError) -> Error {
+    Error::Bus(format!("kafka: {e}"))
+}
+
+/// How the Kafka bus is set up.
+#[derive(Clone, Debug)]
+pub struct KafkaOptions {
+    pub brokers: String,
+    /// Payloads larger than this travel by reference through the store.
+    pub max_inline: usize,
+    /// librdkafka's group session timeout.
+    pub session_timeout_ms: u32,
+}
+
+impl KafkaOptions {
+    pub fn new(brokers: &str) -> Self {
+        Self {
+            brokers: brokers.to_owned(),
+            max_inline: 900 * 1024,
+            session_timeout_ms: 10_000,
+        }
+    }
+}
+
+/// The Kafka bus. See the module docs.
+pub struct KafkaBus {
+    opts: KafkaOptions,
+    store: Store,
+    admin: Arc<dyn TopicAdmin>,
+    producer: FutureProducer,
+    ensured: Mutex<HashSet<String>>,
+}
+
+impl std::fmt::Debug for KafkaBus {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "KafkaBus({})", self.opts.brokers)
+    }
+}
+
+impl KafkaBus {
+    pub fn new(
+        opts: KafkaOptions,
+        store: Store,
+        admin: Arc<dyn TopicAdmin>,
+    ) -> Result<Self, Error> {
+        let producer: FutureProducer = ClientConfig::new()
+            .set("bootstrap.servers", &opts.brokers)
+            .set("enable.idempotence", "true")
+            .set("acks", "all")
+            .set("message.timeout.ms", "60000")
+            .create()
+            .map_err(bus_err)?;
+        Ok(Self {
+            opts,
+            store,
+            admin,
+            producer,
+            ensured: Mutex::new(HashSet::new()),
+        })
+    }
+
+    async fn ensure(&self, topic: &str) -> Result<(), Error> {
+        if lock(&self.ensured).contains(topic) {
+            return Ok(());
+        }
+        self.admin.ensure(topic).await?;
+        lock(&self.ensured).insert(topic.to_owned());
+        Ok(())
+    }
+
+    async fn send(
+        &self,
+        topic: &str,
+        key: &str,
+        payload: &[u8],
+        headers: Option<OwnedHeaders>,
+        partition: Option<i32>,
+    ) -> Result<(), Error> {
+        let mut record = FutureRecord::to(topic).key(key).payload(payload);
+        if let Some(h) = headers {
+            record = record.headers(h);
+        }
+        if let Some(p) = partition {
+            record = record.partition(p);
+        }
+        self.producer
+            .send(record, Duration::from_secs(60))
+            .await
+            .map(|_| ())
+            .map_err(|(e, _)| bus_err(e))
+    }
+
+    fn partitions(&self, topic: &str) -> Result<Vec<i32>, Error> {
+        let md = self
+            .producer
+            .client()
+            .fetch_metadata(Some(topic), Duration::from_secs(10))
+            .map_err(bus_err)?;
+        Ok(md
+            .topics()
+            .iter()
+            .filter(|t| t.name() == topic)
+            .flat_map(|t| {
+                t.partitions()
+                    .iter()
+                    .map(rdkafka::metadata::MetadataPartition::id)
+            })
+            .collect())
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+fn header<'a, M: Message>(m: &'a M, name: &str) -> Option<&'a [u8]> {
+    let h = m.headers()?;
+    h.iter().find(|x| x.key == name).and_then(|x| x.value)
+}
+
+#[async_trait]
+impl Bus for KafkaBus {
+    async fn publish(&self, topic: &str, key: &str, payload: Bytes) -> Result<(), Error> {
+        self.ensure(topic).await?;
+        if payload.len() > self.opts.max_inline {
+            let object = format!("bus/large/{}", blake3::hash(&payload).to_hex());
+            self.store.put(&object, payload).await?;
+            let headers = OwnedHeaders::new().insert(Header {
+                key: REF_HEADER,
+                value: Some(object.as_bytes()),
+            });
+            return self.send(topic, key, &[], Some(headers), None).await;
+        }
+        self.send(topic, key, &payload, None, None).await
+    }
+
+    async fn subscribe(&self, topic: &str, group: &str) -> Result<Box<dyn Subscription>, Error> {
+        self.ensure(topic).await?;
+        let consumer: StreamConsumer = ClientConfig::new()
+            .set("bootstrap.servers", &self.opts.brokers)
+            .set("group.id", group)
+            .set("enable.auto.commit", "false")
+            .set("enable.auto.offset.store", "false")
+            .set("auto.offset.reset", "earliest")
+            .set(
+                "session.timeout.ms",
+                self.opts.session_timeout_ms.to_string(),
+            )
+            .create()
+            .map_err(bus_err)?;
+        consumer.subscribe(&[topic]).map_err(bus_err)?;
+        Ok(Box::new(KafkaSubscription {
+            topic: topic.to_owned(),
+            consumer: Arc::new(consumer),
+            store: self.store.clone(),
+            state: Arc::new(Mutex::new(SubState::default())),
+        }))
+    }
+
+    async fn close(&self, topic: &str) -> Result<(), Error> {
+        self.ensure(topic).await?;
+        for p in self.partitions(topic)? {
+            let headers = OwnedHeaders::new().insert(Header {
+                key: CLOSE_HEADER,
+                value: Some(b"1".as_slice()),
+            });
+            self.send(topic, "", &[], Some(headers), Some(p)).await?;
+        }
+        Ok(())
+    }
+}
+
+/// One received message kept for (re)delivery.
+#[derive(Clone, Debug)]
+struct Held {
+    partition: i32,
+    offset: i64,
+    key: String,
+    payload: Bytes,
+    /// A payload that travelled by reference, not fetched yet.
+    reference: Option<String>,
+    attempt: u32,
+}
+
+#[derive(Debug, Default)]
+struct PartitionState {
+    /// Next offset to commit: everything below is acknowledged.
+    low: Option<i64>,
+    acked: BTreeSet<i64>,
+    inflight: BTreeSet<i64>,
+    /// The offset of the close marker this partition reached, if it is the last thing read.
+    closed_at: Option<i64>,
+}
+
+#[derive(Debug, Default)]
+struct SubState {
+    partitions: BTreeMap<i32, PartitionState>,
+    /// Given back, waiting to be delivered again.
+    redeliver: VecDeque<Held>,
+    attempts: HashMap<(i32, i64), u32>,
+    /// Offsets to commit that a rebalance refused: retried on the next `recv`.
+    pending_commit: BTreeMap<i32, i64>,
+}
+
+impl SubState {
+    fn part(&mut self, p: i32, offset: i64) -> &mut PartitionState {
+        let s = self.partitions.entry(p).or_default();
+        if s.low.is_none() {
+            s.low = Some(offset);
+        }
+        s
+    }
+
+    /// Acknowledges `offset`; returns the new commit point if it moved.
+    fn ack(&mut self, p: i32, offset: i64) -> Option<i64> {
+        let s = self.partitions.get_mut(&p)?;
+        s.inflight.remove(&offset);
+        s.acked.insert(offset);
+        let low = s.low.as_mut()?;
+        let before = *low;
+        while s.acked.remove(low) {
+            *low += 1;
+        }
+        (*low != before).then_some(*low)
+    }
+}
+
+struct KafkaSubscription {
+    topic: String,
+    consumer: Arc<StreamConsumer>,
+    store: Store,
+    state: Arc<Mutex<SubState>>,
+}
+
+struct KafkaSettle {
+    held: Held,
+    topic: String,
+    consumer: Arc<StreamConsumer>,
+    state: Arc<Mutex<SubState>>,
+}
+
+/// Commits `offsets` (partition → next offset) synchronously, off the async threads. A
+/// refused commit (a rebalance in progress, a lost assignment, a timeout) is kept and retried
+/// on the next `recv` — the rebalance only progresses inside `recv`, so spinning here would
+/// never succeed; if the partition moved meanwhile, its new owner redelivers (at least once).
+async fn commit(
+    consumer: Arc<StreamConsumer>,
+    topic: String,
+    state: Arc<Mutex<SubState>>,
+    offsets: BTreeMap<i32, i64>,
+) {
+    if offsets.is_empty() {
+        return;
+    }
+    let mut tpl = TopicPartitionList::new();
+    for (p, o) in &offsets {
+        let _ = tpl.add_partition_offset(&topic, *p, Offset::Offset(*o));
+    }
+    let c = consumer.clone();
+    let r = tokio::task::spawn_blocking(move || c.commit(&tpl, CommitMode::Sync)).await;
+    if !matches!(r, Ok(Ok(()))) {
+        tracing::debug!(?r, "kafka: commit deferred to the next recv");
+        let mut st = lock(&state);
+        for (p, o) in offsets {
+            let e = st.pending_commit.entry(p).or_insert(o);
+            *e = (*e).max(o);
+        }
+    }
+}
+
+impl Settle for KafkaSettle {
+    fn ack(self: Box<Self>) -> BoxFuture<'static, Result<(), Error>> {
+        let moved = lock(&self.state).ack(self.held.partition, self.held.offset);
+        Box::pin(async move {
+            if let Some(low) = moved {
+                commit(
+                    self.consumer.clone(),
+                    self.topic.clone(),
+                    self.state.clone(),
+                    BTreeMap::from([(self.held.partition, low)]),
+                )
+                .await;
+            }
+            Ok(())
+        })
+    }
+
+    fn nack(self: Box<Self>) {
+        let mut st = lock(&self.state);
+        if let Some(p) = st.partitions.get_mut(&self.held.partition) {
+            p.inflight.remove(&self.held.offset);
+        }
+        st.redeliver.push_back(self.held.clone());
+    }
+}
+
+impl KafkaSubscription {
+    fn deliver(&self, mut held: Held) -> Delivery {
+        {
+            let mut st = lock(&self.state);
+            let n = st
+                .attempts
+                .entry((held.partition, held.offset))
+                .or_insert(0);
+            *n += 1;
+            held.attempt = *n;
+            st.part(held.partition, held.offset)
+                .inflight
+                .insert(held.offset);
+        }
+        let settle = KafkaSettle {
+            held: held.clone(),
+            topic: self.topic.clone(),
+            consumer: self.consumer.clone(),
+            state: self.state.clone(),
+        };
+        Delivery::new(held.key, held.payload, held.attempt, Box::new(settle))
+    }
+
+    /// Every assigned partition is at a close marker with nothing outstanding.
+    fn drained(&self) -> bool {
+        let Some(assigned) = self.assigned() else {
+            return false;
+        };
+        if assigned.is_empty() {
+            return false;
+        }
+        let st = lock(&self.state);
+        st.redeliver.is_empty()
+            && assigned.iter().all(|p| {
+                st.partitions.get(p).is_some_and(|s| {
+                    s.closed_at.is_some() && s.inflight.is_empty() && s.low >= s.closed_at
+                })
+            })
+    }
+
+    /// The partitions of the topic assigned to this consumer now.
+    fn assigned(&self) -> Option<HashSet<i32>> {
+        let a = self.consumer.assignment().ok()?;
+        Some(
+            a.elements_for_topic(&self.topic)
+                .iter()
+                .map(rdkafka::topic_partition_list::TopicPartitionListElem::partition)
+                .collect(),
+        )
+    }
+
+    /// Retries deferred commits of partitions still assigned, and forgets what belongs to
+    /// partitions a rebalance took away (their new owner starts from the committed offset).
+    async fn after_rebalance(&self) {
+        let Some(assigned) = self.assigned() else {
+            return;
+        };
+        let pending = {
+            let mut st = lock(&self.state);
+            if !assigned.is_empty() {
+                st.partitions.retain(|p, _| assigned.contains(p));
+                st.redeliver.retain(|h| assigned.contains(&h.partition));
+                st.attempts.retain(|(p, _), _| assigned.contains(p));
+            }
+            let mut pending = std::mem::take(&mut st.pending_commit);
+            pending.retain(|p, _| assigned.contains(p));
+            pending
+        };
+        commit(
+            self.consumer.clone(),
+            self.topic.clone(),
+            self.state.clone(),
+            pending,
+        )
+        .await;
+    }
+}
+
+#[async_trait]
+impl Subscription for KafkaSubscription {
+    async fn recv(&mut self) -> Result<Option<Delivery>, Error> {
+        self.after_rebalance().await;
+        loop {
+            // Everything received waits in the queue until delivered: a cancelled call (or a
+            // failed fetch of a payload sent by reference) loses nothing.
+            let front = lock(&self.state).redeliver.front().cloned();
+            if let Some(mut h) = front {
+                if let Some(object) = h.reference.take() {
+                    h.payload = self.store.get(&object).await?.ok_or_else(|| {
+                        Error::Bus(format!(
+                            "message {}/{} refers to {object}, which is missing from the store",
+                            h.partition, h.offset
+                        ))
+                    })?;
+                }
+                lock(&self.state).redeliver.pop_front();
+                return Ok(Some(self.deliver(h)));
+            }
+            if self.drained() {
+                return Ok(None);
+            }
+            // Wake up now and then to notice a drained stream (its last ack may come from
+            // another task).
+            let m = match tokio::time::timeout(Duration::from_millis(200), self.consumer.recv())
+                .await
+            {
+                Err(_) => continue,
+                Ok(Ok(m)) => m,
+                Ok(Err(e)) => {
+                    tracing::warn!(error = %e, "kafka: transient consumer error; polling on");
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                    continue;
+                }
+            };
+            let (p, o) = (m.partition(), m.offset());
+            if header(&m, CLOSE_HEADER).is_some() {
+                let moved = {
+                    let mut st = lock(&self.state);
+                    st.part(p, o).closed_at = Some(o);
+                    st.ack(p, o)
+                };
+                if let Some(low) = moved {
+                    commit(
+                        self.consumer.clone(),
+                        self.topic.clone(),
+                        self.state.clone(),
+                        BTreeMap::from([(p, low)]),
+                    )
+                    .await;
+                }
+                continue;
+            }
+            let mut st = lock(&self.state);
+            st.part(p, o).closed_at = None;
+            let key = m
+                .key()
+                .map(|k| String::from_utf8_lossy(k).into_owned())
+                .unwrap_or_default();
+            let reference = header(&m, REF_HEADER).map(|r| String::from_utf8_lossy(r).into_owned());
+            st.redeliver.push_back(Held {
+                partition: p,
+                offset: o,
+                key,
+                payload: Bytes::copy_from_slice(m.payload().unwrap_or_default()),
+                reference,
+                attempt: 0,
+            });
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::bus::suite;
+    use rdkafka::mocking::MockCluster;
+
+    /// Topics made beforehand with the mock cluster's own call (it has no CreateTopics).
+    #[derive(Debug)]
+    struct Precreated;
+
+    #[async_trait]
+    impl TopicAdmin for Precreated {
+        async fn ensure(&self, _topic: &str) -> Result<(), Error> {
+            Ok(())
+        }
+    }
+
+    fn bus(brokers: &str, store: &Store) -> Arc<dyn Bus> {
+        let mut opts = KafkaOptions::new(brokers);
+        opts.max_inline = 64;
+        Arc::new(KafkaBus::new(opts, store.clone(), Arc::new(Precreated)).unwrap())
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn kafka_bus_passes_the_suite_on_the_mock_cluster() {
+        let cluster = MockCluster::new(3).unwrap();
+        for t in ["t1", "t2", "t3", "t4", "t5", "t6", "t7", "t8"] {
+            cluster.create_topic(t, 3, 1).unwrap();
+        }
+        let brokers = cluster.bootstrap_servers();
+        let store = Store::memory();
+        suite::run(
+            || {
+                let b = bus(&brokers, &store);
+                async move { b }
+            },
+            suite::Capabilities { bounded: None },
+        )
+        .await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn large_payloads_travel_by_reference_through_the_store() {
+        let cluster = MockCluster::new(1).unwrap();
+        cluster.create_topic("big", 1, 1).unwrap();
+        let store = Store::memory();
+        let b = bus(&cluster.bootstrap_servers(), &store);
+        let mut sub = b.subscribe("big", "g").await.unwrap();
+        let payload = Bytes::from(vec![7u8; 10_000]);
+        b.publish("big", "k", payload.clone()).await.unwrap();
+        let d = tokio::time::timeout(Duration::from_secs(30), sub.recv())
+            .await
+            .unwrap()
+            .unwrap()
+            .unwrap();
+        assert_eq!(d.payload, payload);
+        assert_eq!(store.list("bus/large/").await.unwrap().len(), 1);
+        d.ack().await.unwrap();
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn injected_broker_errors_and_leader_moves_lose_and_reorder_nothing() {
+        use rdkafka::types::{RDKafkaApiKey, RDKafkaRespErr};
+        let cluster = MockCluster::new(3).unwrap();
+        cluster.create_topic("moves", 2, 3).unwrap();
+        let store = Store::memory();
+        let b = bus(&cluster.bootstrap_servers(), &store);
+        let mut sub = b.subscribe("moves", "g").await.unwrap();
+        // Produce requests fail with retriable errors, and leaders move, while publishing.
+        cluster.request_errors(
+            RDKafkaApiKey::Produce,
+            &[
+                RDKafkaRespErr::RD_KAFKA_RESP_ERR_NOT_LEADER_FOR_PARTITION,
+                RDKafkaRespErr::RD_KAFKA_RESP_ERR_REQUEST_TIMED_OUT,
+                RDKafkaRespErr::RD_KAFKA_RESP_ERR_NOT_ENOUGH_REPLICAS,
+            ],
+        );
+        for i in 0..40 {
+            if i % 10 == 5 {
+                for p in 0..2 {
+                    cluster
+                        .partition_leader("moves", p, Some(1 + (i / 10 + p) % 3))
+                        .unwrap();
+                }
+            }
+            for key in ["a", "b"] {
+                b.publish("moves", key, Bytes::from(format!("{key}:{i}")))
+                    .await
+                    .unwrap();
+            }
+        }
+        let mut seen: HashMap<String, Vec<String>> = HashMap::new();
+        for _ in 0..80 {
+            let d = tokio::time::timeout(Duration::from_secs(30), sub.recv())
+                .await
+                .expect("a message within 30 s")
+                .unwrap()
+                .unwrap();
+            seen.entry(d.key.clone())
+                .or_default()
+                .push(String::from_utf8(d.payload.to_vec()).unwrap());
+            d.ack().await.unwrap();
+        }
+        for key in ["a", "b"] {
+            let want: Vec<String> = (0..40).map(|i| format!("{key}:{i}")).collect();
+            assert_eq!(seen[key], want, "every message of {key}, once, in order");
+        }
+    }
+}
