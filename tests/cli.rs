@@ -413,3 +413,59 @@ fn compact_builds_generations_incrementally_and_rolls_back() {
     }
     assert!(!left.iter().any(|f| f.starts_with("index/gen=3/")));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dlq_lists_dead_letters_and_replays_the_chosen_ones_to_their_topic() {
+    use trawl_core::records::DeadLetter;
+    let work = tempfile::tempdir().unwrap();
+    let store =
+        trawl_core::store::Store::from_url(&work.path().join(".trawl").to_string_lossy()).unwrap();
+    let bus = trawl_core::bus::from_url("spool://", &store, 8).unwrap();
+    for key in ["repo-a", "repo-b"] {
+        let letter = DeadLetter {
+            schema_version: trawl_core::records::DEAD_LETTER_VERSION,
+            topic: "files".into(),
+            key: key.into(),
+            error: "poison: not a file event".into(),
+            attempts: 3,
+            payload: format!("{{\"payload of\":\"{key}\"}}"),
+        };
+        bus.publish("dead-letters", key, letter.to_json())
+            .await
+            .unwrap();
+    }
+    let run = |args: &[&str]| {
+        trawl()
+            .current_dir(work.path())
+            .args(args)
+            .output()
+            .unwrap()
+    };
+    let out = run(&["dlq", "list", "--json"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let listed = crate::support::json_lines(&out);
+    assert_eq!(listed.len(), 2);
+    assert_eq!(listed[0]["error"], "poison: not a file event");
+    let out = run(&["dlq", "replay", "--key", "repo-a"]);
+    assert!(String::from_utf8_lossy(&out.stderr).contains("1 dead letters replayed"));
+    // Back on its topic, as it was published the first time.
+    let mut files = bus.subscribe("files", "chunk-worker").await.unwrap();
+    let d = tokio::time::timeout(std::time::Duration::from_secs(10), files.recv())
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        (d.key.as_str(), &d.payload[..]),
+        ("repo-a", &b"{\"payload of\":\"repo-a\"}"[..])
+    );
+    d.ack().await.unwrap();
+    // The other one stays.
+    let listed = crate::support::json_lines(&run(&["dlq", "list", "--json"]));
+    assert_eq!(listed.len(), 1);
+    assert_eq!(listed[0]["key"], "repo-b");
+}

@@ -7,6 +7,7 @@
 mod chunk;
 mod chunk_worker;
 mod compact;
+mod dlq;
 mod embed;
 mod fetch;
 mod index;
@@ -74,6 +75,9 @@ enum Command {
     /// Measure retrieval on a query set: Recall@1/5/10 and MRR@10, overall, per kind, per
     /// repository.
     Eval(search::EvalArgs),
+    /// The dead-letter topic: list what no stage could process, replay it once fixed.
+    #[command(subcommand)]
+    Dlq(dlq::Command),
     /// Query the store's tables (chunks, manifests, embeddings) with SQL (DataFusion).
     Sql(sql::Args),
     /// Print the effective configuration (defaults, file, environment and flags applied).
@@ -148,6 +152,7 @@ fn main() -> ExitCode {
             Command::Serve(args) => search::serve(&cfg, args).await,
             Command::Eval(args) => search::eval(&cfg, args).await,
             Command::Sql(args) => sql::run(&cfg, args).await,
+            Command::Dlq(cmd) => dlq::run(&cfg, cmd).await,
             Command::Config => {
                 let text = toml::to_string_pretty(&cfg)?;
                 print!("{text}");
