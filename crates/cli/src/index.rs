@@ -221,6 +221,16 @@ pub async fn run(cfg: &Config, args: Args) -> anyhow::Result<ExitCode> {
         drain(bus.clone(), EMBEDDED_TOPIC, "index", false),
         drain(bus.clone(), DEAD_LETTERS_TOPIC, "index", true),
     );
+    // The in-process bus forgets on exit: dead letters are kept on the store's spool bus,
+    // where `trawl dlq` finds them.
+    let spool = trawl_core::bus::SpoolBus::new(store.clone());
+    for d in &dead {
+        let key = DeadLetter::from_json(d).map(|l| l.key).unwrap_or_default();
+        spool
+            .publish(crate::dlq::TOPIC, &key, d.clone())
+            .await
+            .context("keeping the dead letters")?;
+    }
     let chunked = match chunked {
         Ok(m) => m,
         Err(e) => {
@@ -323,6 +333,12 @@ pub async fn run(cfg: &Config, args: Args) -> anyhow::Result<ExitCode> {
         if let Ok(d) = DeadLetter::from_json(d) {
             println!("  dead letter  {} {}: {}", d.topic, d.key, d.error);
         }
+    }
+    if !dead.is_empty() {
+        println!(
+            "  {} dead letters kept: `trawl dlq list` shows them, `trawl dlq replay` retries them",
+            dead.len()
+        );
     }
     if m.counts.chunks > 0 {
         println!("search it:  trawl search \"<what you are looking for>\"");
