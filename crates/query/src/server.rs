@@ -80,18 +80,22 @@ async fn search(State(app): State<App>, req: Request) -> Response {
             return e.into_response();
         }
     };
-    // The body is read up to a bound derived from the query limit, so a huge body is refused
-    // without being buffered.
+    // The body is kept up to a bound derived from the query limit. Past it, the rest is read
+    // and thrown away (up to DISCARD_BYTES) so that the client, still sending, gets the 413
+    // instead of a broken pipe; a larger body is cut off.
     let limit = app.searcher.max_query_bytes * 2 + 64 * 1024;
-    let Ok(body) = axum::body::to_bytes(req.into_body(), limit).await else {
-        m.bad_requests.fetch_add(1, Ordering::Relaxed);
-        return error(
-            StatusCode::PAYLOAD_TOO_LARGE,
-            &format!(
-                "the request body is over {limit} bytes; queries are limited to {} bytes",
-                app.searcher.max_query_bytes
-            ),
-        );
+    let body = match read_bounded(req.into_body(), limit).await {
+        Some(b) => b,
+        None => {
+            m.bad_requests.fetch_add(1, Ordering::Relaxed);
+            return error(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                &format!(
+                    "the request body is over {limit} bytes; queries are limited to {} bytes",
+                    app.searcher.max_query_bytes
+                ),
+            );
+        }
     };
     let request: SearchRequest = match serde_json::from_slice(&body) {
         Ok(r) => r,
@@ -118,6 +122,28 @@ async fn search(State(app): State<App>, req: Request) -> Response {
             e.into_response()
         }
     }
+}
+
+/// Bytes of an oversized body read and discarded before answering 413.
+const DISCARD_BYTES: usize = 32 * 1024 * 1024;
+
+/// The body if it is at most `limit` bytes; `None` (after draining up to [`DISCARD_BYTES`])
+/// when it is larger or broken.
+async fn read_bounded(body: axum::body::Body, limit: usize) -> Option<bytes::Bytes> {
+    use futures::StreamExt;
+    let mut stream = body.into_data_stream();
+    let mut kept = Vec::new();
+    let mut seen = 0usize;
+    while let Some(chunk) = stream.next().await {
+        let chunk = chunk.ok()?;
+        seen += chunk.len();
+        if seen <= limit {
+            kept.extend_from_slice(&chunk);
+        } else if seen > DISCARD_BYTES {
+            return None;
+        }
+    }
+    (seen <= limit).then(|| bytes::Bytes::from(kept))
 }
 
 async fn healthz(State(app): State<App>) -> Response {
