@@ -84,18 +84,15 @@ async fn search(State(app): State<App>, req: Request) -> Response {
     // and thrown away (up to DISCARD_BYTES) so that the client, still sending, gets the 413
     // instead of a broken pipe; a larger body is cut off.
     let limit = app.searcher.max_query_bytes * 2 + 64 * 1024;
-    let body = match read_bounded(req.into_body(), limit).await {
-        Some(b) => b,
-        None => {
-            m.bad_requests.fetch_add(1, Ordering::Relaxed);
-            return error(
-                StatusCode::PAYLOAD_TOO_LARGE,
-                &format!(
-                    "the request body is over {limit} bytes; queries are limited to {} bytes",
-                    app.searcher.max_query_bytes
-                ),
-            );
-        }
+    let Some(body) = read_bounded(req.into_body(), limit).await else {
+        m.bad_requests.fetch_add(1, Ordering::Relaxed);
+        return error(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            &format!(
+                "the request body is over {limit} bytes; queries are limited to {} bytes",
+                app.searcher.max_query_bytes
+            ),
+        );
     };
     let request: SearchRequest = match serde_json::from_slice(&body) {
         Ok(r) => r,
