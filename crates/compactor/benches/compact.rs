@@ -21,39 +21,11 @@ use std::time::Instant;
 use trawl_compactor::build::{BuildOptions, LiveDoc, build};
 use trawl_compactor::docs::{DOC_VERSION, DocRow};
 use trawl_compactor::segment::{self, SpaceInfo, VectorData};
+use trawl_compactor::testing::{clustered, unit};
 use trawl_core::ids::RepoId;
 use trawl_core::store::Store;
 
 const DIMS: usize = 1024;
-
-fn unit(seed: u64, dims: usize) -> Vec<f32> {
-    let mut s = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-    let mut v: Vec<f32> = (0..dims)
-        .map(|_| {
-            s ^= s << 13;
-            s ^= s >> 7;
-            s ^= s << 17;
-            (s % 20_000) as f32 / 10_000.0 - 1.0
-        })
-        .collect();
-    let n = v.iter().map(|x| x * x).sum::<f32>().sqrt();
-    for x in &mut v {
-        *x /= n;
-    }
-    v
-}
-
-/// Vectors with structure (clusters), as real embeddings have: a cluster centre plus noise.
-fn clustered(i: u64, dims: usize) -> Vec<f32> {
-    let c = unit(i % 1000 + 7_000_000, dims);
-    let noise = unit(i, dims);
-    let mut v: Vec<f32> = c.iter().zip(&noise).map(|(a, b)| a + 0.6 * b).collect();
-    let n = v.iter().map(|x| x * x).sum::<f32>().sqrt();
-    for x in &mut v {
-        *x /= n;
-    }
-    v
-}
 
 fn synthetic_doc(i: u64) -> DocRow {
     let repo = RepoId::parse("github.com/acme/mono").expect("repo");

@@ -22,6 +22,7 @@ pub mod generation;
 #[cfg(feature = "live-set")]
 pub mod live;
 pub mod segment;
+pub mod testing;
 
 pub use build::{BuildOptions, LiveDoc, build};
 pub use generation::{GcReport, Manifest, gc, rollback};

@@ -11,25 +11,8 @@ use crate::build::{BuildOptions, LiveDoc, build};
 use crate::docs::{DOC_VERSION, DocRow};
 use crate::generation::{self, Manifest};
 use crate::segment::{self, SpaceInfo, VectorData};
+use crate::testing::unit;
 use crate::{CompactError, Progress, Quiet};
-
-/// A deterministic pseudo-random unit vector.
-fn unit(seed: u64, dims: usize) -> Vec<f32> {
-    let mut s = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-    let mut v: Vec<f32> = (0..dims)
-        .map(|_| {
-            s ^= s << 13;
-            s ^= s >> 7;
-            s ^= s << 17;
-            (s % 20_000) as f32 / 10_000.0 - 1.0
-        })
-        .collect();
-    let n = v.iter().map(|x| x * x).sum::<f32>().sqrt();
-    for x in &mut v {
-        *x /= n;
-    }
-    v
-}
 
 fn doc(i: u64, text: &str) -> DocRow {
     let repo = RepoId::parse("github.com/acme/shop").unwrap();

@@ -23,6 +23,7 @@ use std::time::Instant;
 use trawl_compactor::build::{BuildOptions, LiveDoc, build};
 use trawl_compactor::docs::DocRow;
 use trawl_compactor::segment::{SpaceInfo, VectorData};
+use trawl_compactor::testing::normalized;
 use trawl_core::ids::RepoId;
 use trawl_core::store::Store;
 use trawl_query::index::Generation;
@@ -33,31 +34,11 @@ const DIMS: usize = 1024;
 const QUERIES: usize = 300;
 
 fn unit(seed: u64) -> Vec<f32> {
-    let mut s = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-    let v: Vec<f32> = (0..DIMS)
-        .map(|_| {
-            s ^= s << 13;
-            s ^= s >> 7;
-            s ^= s << 17;
-            (s % 20_000) as f32 / 10_000.0 - 1.0
-        })
-        .collect();
-    normalized(v)
+    trawl_compactor::testing::unit(seed, DIMS)
 }
 
-fn normalized(mut v: Vec<f32>) -> Vec<f32> {
-    let n = v.iter().map(|x| x * x).sum::<f32>().sqrt();
-    for x in &mut v {
-        *x /= n;
-    }
-    v
-}
-
-/// A cluster centre plus noise, as real embeddings cluster.
 fn clustered(i: u64) -> Vec<f32> {
-    let c = unit(i % 1000 + 7_000_000);
-    let noise = unit(i);
-    normalized(c.iter().zip(&noise).map(|(a, b)| a + 0.6 * b).collect())
+    trawl_compactor::testing::clustered(i, DIMS)
 }
 
 fn corpus() -> Vec<DocRow> {

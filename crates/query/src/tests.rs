@@ -17,20 +17,7 @@ use crate::search::{self, Filter, Params};
 const DIMS: usize = 32;
 
 fn unit(seed: u64) -> Vec<f32> {
-    let mut s = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-    let mut v: Vec<f32> = (0..DIMS)
-        .map(|_| {
-            s ^= s << 13;
-            s ^= s >> 7;
-            s ^= s << 17;
-            (s % 20_000) as f32 / 10_000.0 - 1.0
-        })
-        .collect();
-    let n = v.iter().map(|x| x * x).sum::<f32>().sqrt();
-    for x in &mut v {
-        *x /= n;
-    }
-    v
+    trawl_compactor::testing::unit(seed, DIMS)
 }
 
 fn live(i: u64, repo: &str, text: &str) -> LiveDoc {
