@@ -7,5 +7,6 @@ mod compact;
 mod embed;
 mod fetch;
 mod pipeline;
+mod s3;
 mod search;
 mod support;

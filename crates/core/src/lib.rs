@@ -18,6 +18,8 @@ pub mod ids;
 pub mod kafka;
 pub mod language;
 pub mod records;
+#[cfg(feature = "s3-testing")]
+pub mod s3_testing;
 pub mod store;
 
 pub use error::{Error, StoreOp};

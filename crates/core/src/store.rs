@@ -41,6 +41,14 @@ impl std::fmt::Debug for Store {
 impl Store {
     /// Resolves a store URL (see the module docs).
     pub fn from_url(url: &str) -> Result<Self, Error> {
+        Self::from_url_with(url, &[])
+    }
+
+    /// Resolves a store URL with S3 settings given here rather than in the environment:
+    /// `(key, value)` pairs in object_store's names (`aws_endpoint`, `aws_access_key_id`,
+    /// `aws_allow_http`, `aws_timeout`, …), applied over the `AWS_*` environment. Ignored for
+    /// other schemes.
+    pub fn from_url_with(url: &str, s3_options: &[(&str, &str)]) -> Result<Self, Error> {
         let bad = |reason: String| Error::StoreUrl {
             url: url.to_owned(),
             reason,
@@ -53,10 +61,14 @@ impl Store {
             if bucket.is_empty() {
                 return Err(bad("no bucket: use s3://bucket[/prefix]".into()));
             }
-            let s3 = object_store::aws::AmazonS3Builder::from_env()
-                .with_bucket_name(bucket)
-                .build()
-                .map_err(|e| bad(e.to_string()))?;
+            let mut builder = s3_builder().with_bucket_name(bucket);
+            for (k, v) in s3_options {
+                let key = k
+                    .parse::<object_store::aws::AmazonS3ConfigKey>()
+                    .map_err(|e| bad(e.to_string()))?;
+                builder = builder.with_config(key, *v);
+            }
+            let s3 = builder.build().map_err(|e| bad(e.to_string()))?;
             return Ok(Self {
                 inner: Arc::new(s3),
                 prefix: Path::from(prefix.trim_matches('/')),
@@ -139,12 +151,18 @@ impl Store {
         }
     }
 
-    /// Writes `key` atomically, replacing any previous object.
+    /// Writes `key` atomically, replacing any previous object. Objects over
+    /// [`MULTIPART_THRESHOLD`] go to a remote store as a multipart upload of
+    /// [`MULTIPART_PART`]-sized parts (S3 refuses single puts over 5 GB, and a failed part is
+    /// retried alone).
     ///
     /// On a local directory, deleting the last object of a directory removes the directory,
     /// so a put racing a delete in the same directory can find its parent gone: such a put
     /// is retried (a few times, at once) instead of failing.
     pub async fn put(&self, key: &str, bytes: Bytes) -> Result<(), Error> {
+        if bytes.len() > MULTIPART_THRESHOLD && self.local_dir().is_none() {
+            return self.put_multipart(key, bytes).await;
+        }
         let mut attempt = 0;
         loop {
             attempt += 1;
@@ -162,6 +180,27 @@ impl Store {
                 Err(e) => return Err(Self::err(StoreOp::Put, key)(e)),
             }
         }
+    }
+
+    async fn put_multipart(&self, key: &str, bytes: Bytes) -> Result<(), Error> {
+        let upload = self
+            .inner
+            .put_multipart(&self.path(key))
+            .await
+            .map_err(Self::err(StoreOp::Put, key))?;
+        let mut writer = object_store::WriteMultipart::new_with_chunk_size(upload, MULTIPART_PART);
+        for piece in bytes.chunks(MULTIPART_PART) {
+            writer
+                .wait_for_capacity(4)
+                .await
+                .map_err(Self::err(StoreOp::Put, key))?;
+            writer.put(bytes.slice_ref(piece));
+        }
+        writer
+            .finish()
+            .await
+            .map(|_| ())
+            .map_err(Self::err(StoreOp::Put, key))
     }
 
     /// Writes `key` only if it does not exist. Returns `false` when it already did.
@@ -217,22 +256,42 @@ impl Store {
             }),
             ..PutOptions::default()
         };
-        match self
-            .inner
-            .put_opts(&self.path(key), PutPayload::from_bytes(bytes.clone()), opts)
-            .await
-        {
-            Ok(_) => Ok(true),
-            Err(object_store::Error::Precondition { .. }) => Ok(false),
-            Err(object_store::Error::NotImplemented { .. }) => {
-                let now = self.get_versioned(key).await?.map(|(_, v)| v);
-                if now.as_ref() != Some(expected) {
-                    return Ok(false);
+        let mut attempt = 0;
+        loop {
+            attempt += 1;
+            let err = match self
+                .inner
+                .put_opts(
+                    &self.path(key),
+                    PutPayload::from_bytes(bytes.clone()),
+                    opts.clone(),
+                )
+                .await
+            {
+                Ok(_) => return Ok(true),
+                Err(object_store::Error::NotImplemented { .. }) => {
+                    let now = self.get_versioned(key).await?.map(|(_, v)| v);
+                    if now.as_ref() != Some(expected) {
+                        return Ok(false);
+                    }
+                    self.put(key, bytes).await?;
+                    return Ok(true);
                 }
-                self.put(key, bytes).await?;
-                Ok(true)
+                Err(e) => e,
+            };
+            // A conditional put is not idempotent, so the client does not retry it on a
+            // timeout: the request may or may not have been applied. Look: our bytes there
+            // mean it was; the expected version still there means it was not (try again);
+            // anything else means another writer won.
+            let precondition = matches!(err, object_store::Error::Precondition { .. });
+            match self.get_versioned(key).await? {
+                Some((now, _)) if now == bytes => return Ok(true),
+                Some((_, v)) if &v == expected && !precondition && attempt < 5 => {
+                    tracing::warn!(key, error = %err, attempt, "conditional put failed; retrying");
+                }
+                _ if precondition => return Ok(false),
+                _ => return Err(Self::err(StoreOp::Put, key)(err)),
             }
-            Err(e) => Err(Self::err(StoreOp::Put, key)(e)),
         }
     }
 
@@ -311,6 +370,41 @@ impl Store {
         })?;
         self.put(key, Bytes::from(bytes)).await
     }
+}
+
+/// Objects larger than this are written to a remote store as multipart uploads.
+pub const MULTIPART_THRESHOLD: usize = 64 << 20;
+/// The part size of multipart uploads (S3 allows 5 MiB to 5 GiB, at most 10,000 parts).
+pub const MULTIPART_PART: usize = 16 << 20;
+
+/// The S3 client for `s3://` URLs: the standard `AWS_*` environment (credentials by the
+/// usual chain — keys, web identity token for IAM roles for service accounts, ECS, instance
+/// metadata —, `AWS_REGION`, `AWS_ENDPOINT` for an S3-compatible store, `AWS_ALLOW_HTTP`,
+/// `AWS_TIMEOUT`), path-style requests unless `AWS_VIRTUAL_HOSTED_STYLE_REQUEST=true`, and
+/// conditional puts by e-tag (`CURRENT` is swapped with `If-Match`, created with
+/// `If-None-Match`), which S3 has supported since 2024. Requests that fail with 5xx, 429
+/// (throttling) or a timeout are retried with exponential backoff, up to 10 times within
+/// three minutes.
+fn s3_builder() -> object_store::aws::AmazonS3Builder {
+    use object_store::aws::{AmazonS3ConfigKey, S3ConditionalPut};
+    let mut b =
+        object_store::aws::AmazonS3Builder::from_env().with_retry(object_store::RetryConfig {
+            backoff: object_store::BackoffConfig {
+                init_backoff: std::time::Duration::from_millis(100),
+                max_backoff: std::time::Duration::from_secs(15),
+                base: 2.0,
+            },
+            max_retries: 10,
+            retry_timeout: std::time::Duration::from_secs(180),
+        });
+    if std::env::var_os("AWS_CONDITIONAL_PUT").is_none() {
+        b = b.with_conditional_put(S3ConditionalPut::ETagMatch);
+    }
+    if std::env::var_os("AWS_REGION").is_none() && std::env::var_os("AWS_DEFAULT_REGION").is_none()
+    {
+        b = b.with_config(AmazonS3ConfigKey::Region, "us-east-1");
+    }
+    b
 }
 
 /// The version of an object, for [`Store::swap`].
