@@ -28,6 +28,7 @@ use trawl_core::bus::{Bus, Delivery};
 use trawl_core::records::{
     self, CHUNK_PART_VERSION, ChunkPartEvent, DEAD_LETTER_VERSION, DeadLetter, FileEvent, FileOp,
 };
+use trawl_core::shutdown::Shutdown;
 use trawl_core::store::{Store, keys};
 
 /// The topic file events arrive on.
@@ -38,6 +39,14 @@ pub const CHUNKS_TOPIC: &str = "chunks";
 pub const DEAD_LETTERS_TOPIC: &str = "dead-letters";
 /// The consumer group of chunk workers.
 pub const GROUP: &str = "chunk-worker";
+
+/// The chunker version a part is keyed by: parts of each strategy are kept apart.
+pub fn part_version(strategy: Strategy) -> String {
+    match strategy {
+        Strategy::Ast => CHUNKER_VERSION.to_owned(),
+        Strategy::Windows => format!("{CHUNKER_VERSION}-windows"),
+    }
+}
 
 /// Counters a worker keeps; exported as metrics.
 #[derive(Debug, Default)]
@@ -102,6 +111,7 @@ pub struct ChunkWorker {
     concurrency: usize,
     metrics: Arc<Metrics>,
     strategy: Strategy,
+    shutdown: Shutdown,
 }
 
 /// Why one event failed.
@@ -121,6 +131,7 @@ impl ChunkWorker {
             concurrency: concurrency.max(1),
             metrics: Arc::default(),
             strategy: Strategy::Ast,
+            shutdown: Shutdown::never(),
         }
     }
 
@@ -129,6 +140,14 @@ impl ChunkWorker {
     #[must_use]
     pub fn with_strategy(mut self, strategy: Strategy) -> Self {
         self.strategy = strategy;
+        self
+    }
+
+    /// Stops when `shutdown` is requested: no new event is taken, the ones in flight are
+    /// finished and acknowledged, then [`ChunkWorker::run`] returns.
+    #[must_use]
+    pub fn with_shutdown(mut self, shutdown: Shutdown) -> Self {
+        self.shutdown = shutdown;
         self
     }
 
@@ -148,6 +167,7 @@ impl ChunkWorker {
         };
         let far = Duration::from_secs(365 * 24 * 3600);
         let mut deadline = tokio::time::Instant::now() + idle.unwrap_or(far);
+        let mut shutdown = self.shutdown.clone();
         loop {
             if inflight.len() >= self.concurrency {
                 inflight.next().await;
@@ -155,6 +175,10 @@ impl ChunkWorker {
             }
             tokio::select! {
                 biased;
+                () = shutdown.requested() => {
+                    tracing::info!(in_flight = inflight.len(), "shutting down: finishing the events in flight");
+                    break;
+                }
                 Some(()) = inflight.next(), if !inflight.is_empty() => {}
                 next = sub.recv() => match next? {
                     Some(d) => inflight.push(self.handle(d)),
@@ -218,10 +242,7 @@ impl ChunkWorker {
         let (Some(blob), Some(content)) = (ev.blob.clone(), ev.content.clone()) else {
             return Err(Failure::Poison("an upsert without blob or content".into()));
         };
-        let version = match self.strategy {
-            Strategy::Ast => CHUNKER_VERSION.to_owned(),
-            Strategy::Windows => format!("{CHUNKER_VERSION}-windows"),
-        };
+        let version = part_version(self.strategy);
         let key = keys::chunk_part(&ev.repo, &ev.path, &blob, &version);
         let strategy = self.strategy;
         let opts = self.opts.clone();

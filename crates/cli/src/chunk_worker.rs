@@ -25,6 +25,15 @@ pub fn options(cfg: &Config) -> trawl_chunker::Options {
     }
 }
 
+/// `chunk.strategy`.
+pub fn strategy(cfg: &Config) -> anyhow::Result<trawl_chunker::Strategy> {
+    Ok(match cfg.chunk.strategy.as_str() {
+        "ast" => trawl_chunker::Strategy::Ast,
+        "windows" => trawl_chunker::Strategy::Windows,
+        other => anyhow::bail!("chunk.strategy is {other:?}: use ast or windows"),
+    })
+}
+
 /// The chunk worker of the configuration.
 pub fn worker(
     cfg: &Config,
@@ -35,19 +44,62 @@ pub fn worker(
         cfg.chunk.ceiling >= 64 && cfg.chunk.floor < cfg.chunk.ceiling,
         "chunk.ceiling must be at least 64 bytes and larger than chunk.floor"
     );
-    let strategy = match cfg.chunk.strategy.as_str() {
-        "ast" => trawl_chunker::Strategy::Ast,
-        "windows" => trawl_chunker::Strategy::Windows,
-        other => anyhow::bail!("chunk.strategy is {other:?}: use ast or windows"),
-    };
+    let strategy = strategy(cfg)?;
     Ok(ChunkWorker::new(store, bus, options(cfg), cfg.chunk.concurrency).with_strategy(strategy))
+}
+
+/// The chunk worker's Prometheus metrics.
+fn render(m: &trawl_chunk_worker::MetricsSnapshot) -> String {
+    let mut t = crate::ops::Text::default();
+    t.counter("trawl_chunk_files_total", "File versions chunked.", m.files)
+        .counter(
+            "trawl_chunk_deletes_total",
+            "Delete events seen.",
+            m.deletes,
+        )
+        .counter("trawl_chunk_chunks_total", "Chunks written.", m.chunks)
+        .counter(
+            "trawl_chunk_bytes_in_total",
+            "Source bytes chunked.",
+            m.bytes_in,
+        )
+        .counter(
+            "trawl_chunk_parquet_bytes_total",
+            "Parquet bytes written.",
+            m.parquet_bytes,
+        )
+        .counter(
+            "trawl_chunk_dead_letters_total",
+            "Events sent to the dead-letter topic.",
+            m.dead_letters,
+        )
+        .counter(
+            "trawl_chunk_retries_total",
+            "Events given back after a store or bus failure.",
+            m.retries,
+        )
+        .labelled(
+            "trawl_chunk_notes_total",
+            "Files by chunker note (syntax errors, parse timeouts, no grammar, ...).",
+            "note",
+            m.notes.iter().map(|(k, v)| (*k, *v)),
+        );
+    t.finish()
 }
 
 pub async fn run(cfg: &Config, args: Args) -> anyhow::Result<ExitCode> {
     let store = Store::from_url(&cfg.store.url)?;
-    let bus = trawl_core::bus::from_url(&cfg.bus.url, &store, cfg.bus.capacity)?;
-    let worker = worker(cfg, store, bus)?;
+    let bus = trawl_core::bus::from_config(&cfg.bus, &store)?;
+    let (trigger, shutdown) = trawl_core::shutdown::channel();
+    let worker = worker(cfg, store, bus)?.with_shutdown(shutdown);
     let metrics = worker.metrics();
+    let ops = {
+        let metrics = metrics.clone();
+        crate::ops::Ops::start(&cfg.ops.listen, "chunk-worker", move || {
+            render(&metrics.snapshot())
+        })
+        .await?
+    };
     let live = {
         let metrics = metrics.clone();
         crate::progress::Live::start(move || {
@@ -63,17 +115,12 @@ pub async fn run(cfg: &Config, args: Args) -> anyhow::Result<ExitCode> {
     } else {
         Until::Closed
     };
-    let result = tokio::select! {
-        r = worker.run(until) => Some(r),
-        _ = tokio::signal::ctrl_c() => None,
-    };
+    let result =
+        crate::ops::until_finished(worker.run(until), &trigger, &ops, "chunk-worker").await;
     live.finish();
     let m = match result {
         Some(r) => r?,
-        None => {
-            eprintln!("interrupted: unfinished events will be delivered again");
-            Arc::clone(&metrics).snapshot()
-        }
+        None => return Ok(ExitCode::from(130)),
     };
     println!(
         "chunk-worker: {} files, {} deletes, {} chunks, {:.1} MB in, {:.1} MB of Parquet, {} dead letters, {} retries",

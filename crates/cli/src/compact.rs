@@ -5,6 +5,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
 use anyhow::Context;
+use trawl_compactor::live::Completion;
 use trawl_compactor::{BuildOptions, Progress, SpaceInfo};
 use trawl_core::config::Config;
 
@@ -27,6 +28,110 @@ pub struct Args {
     /// Print the generation's manifest as JSON instead of a summary.
     #[arg(long)]
     json: bool,
+
+    /// Build only once the fetcher's last run is done: every indexed file of every
+    /// repository's last manifest chunked, every live chunk embedded. Checked in the store,
+    /// every `--poll`; at `--deadline` the generation is built anyway and the stragglers
+    /// are named (exit code 3).
+    #[arg(long, conflicts_with = "gc")]
+    wait: bool,
+
+    /// How long `--wait` waits before building with what is there.
+    #[arg(long, default_value = "2h", value_parser = humantime::parse_duration, requires = "wait")]
+    deadline: std::time::Duration,
+
+    /// How often `--wait` looks at the store.
+    #[arg(long, default_value = "30s", value_parser = humantime::parse_duration)]
+    poll: std::time::Duration,
+
+    /// Stay up and build again this long after each build (with `--wait`: wait again
+    /// first); without it, build once and exit (for a cron job).
+    #[arg(long, value_parser = humantime::parse_duration, conflicts_with = "gc")]
+    every: Option<std::time::Duration>,
+}
+
+/// The compactor process's counters, for `/metrics`.
+#[derive(Default)]
+struct Totals {
+    builds: AtomicU64,
+    generation: AtomicU64,
+    chunks: AtomicU64,
+    text_only: AtomicU64,
+    stragglers: AtomicU64,
+    files: AtomicU64,
+    files_chunked: AtomicU64,
+    chunks_seen: AtomicU64,
+    chunks_embedded: AtomicU64,
+}
+
+impl Totals {
+    fn progress(&self, c: &Completion) {
+        self.files.store(c.files, Ordering::Relaxed);
+        self.files_chunked.store(c.files_chunked, Ordering::Relaxed);
+        self.chunks_seen.store(c.chunks, Ordering::Relaxed);
+        self.chunks_embedded
+            .store(c.chunks_embedded, Ordering::Relaxed);
+        self.stragglers
+            .store(c.stragglers.len() as u64, Ordering::Relaxed);
+    }
+
+    fn render(&self) -> String {
+        let g = |a: &AtomicU64| a.load(Ordering::Relaxed) as f64;
+        let mut t = crate::ops::Text::default();
+        t.counter(
+            "trawl_compact_builds_total",
+            "Generations built.",
+            self.builds.load(Ordering::Relaxed),
+        )
+        .gauge(
+            "trawl_compact_generation",
+            "The last generation made live.",
+            g(&self.generation),
+        )
+        .gauge(
+            "trawl_compact_chunks",
+            "Chunks in the last generation.",
+            g(&self.chunks),
+        )
+        .gauge(
+            "trawl_compact_text_only_chunks",
+            "Chunks of the last generation without a vector.",
+            g(&self.text_only),
+        )
+        .gauge(
+            "trawl_run_files",
+            "Indexed files in the repositories' last manifests.",
+            g(&self.files),
+        )
+        .gauge(
+            "trawl_run_files_chunked",
+            "Of those, files whose chunk part is written.",
+            g(&self.files_chunked),
+        )
+        .gauge("trawl_run_chunks", "Live chunks.", g(&self.chunks_seen))
+        .gauge(
+            "trawl_run_chunks_embedded",
+            "Live chunks with a vector.",
+            g(&self.chunks_embedded),
+        )
+        .gauge(
+            "trawl_run_stragglers",
+            "Files not yet chunked or embedded at the last check.",
+            g(&self.stragglers),
+        );
+        t.finish()
+    }
+}
+
+/// What `--wait` found when it stopped waiting.
+#[derive(serde::Serialize)]
+struct WaitReport {
+    stage: &'static str,
+    run: String,
+    waited_seconds: f64,
+    complete: bool,
+    generation: u64,
+    completion: Completion,
 }
 
 #[derive(clap::Subcommand)]
@@ -92,28 +197,171 @@ pub async fn run(cfg: &Config, args: Args) -> anyhow::Result<ExitCode> {
         );
         return Ok(ExitCode::SUCCESS);
     }
+    let totals = Arc::new(Totals::default());
+    let ops = {
+        let t = totals.clone();
+        crate::ops::Ops::start(&cfg.ops.listen, "compactor", move || t.render()).await?
+    };
+    loop {
+        // A build stopped part-way leaves CURRENT as it was (the swap is its last step);
+        // what it wrote is collected by `trawl compact --gc`.
+        let code = tokio::select! {
+            r = once(cfg, &store, &args, &totals) => r?,
+            () = crate::ops::terminated() => {
+                ops.stopping();
+                eprintln!("compactor: stopped before the new generation went live; the live one is unchanged");
+                return Ok(ExitCode::from(130));
+            }
+        };
+        let Some(every) = args.every else {
+            return Ok(code);
+        };
+        eprintln!(
+            "compactor: next build in {}",
+            humantime::format_duration(every)
+        );
+        tokio::select! {
+            () = tokio::time::sleep(every) => {}
+            () = crate::ops::terminated() => {
+                ops.stopping();
+                return Ok(ExitCode::SUCCESS);
+            }
+        }
+    }
+}
+
+/// One build, after waiting for the run with `--wait`.
+async fn once(
+    cfg: &Config,
+    store: &trawl_core::store::Store,
+    args: &Args,
+    totals: &Totals,
+) -> anyhow::Result<ExitCode> {
     let started = std::time::Instant::now();
+    let space = space(cfg, args.embedder.as_deref());
+    let (set, waited) = if args.wait {
+        let (c, set) = wait(cfg, store, space.as_ref(), args, totals).await?;
+        (Some(set), Some((c, started.elapsed().as_secs_f64())))
+    } else {
+        (None, None)
+    };
+    finish(cfg, store, space, set, args, totals, started, waited).await
+}
+
+#[allow(clippy::too_many_arguments)]
+async fn finish(
+    cfg: &Config,
+    store: &trawl_core::store::Store,
+    space: Option<SpaceInfo>,
+    set: Option<trawl_compactor::live::LiveSet>,
+    args: &Args,
+    totals: &Totals,
+    started: std::time::Instant,
+    waited: Option<(Completion, f64)>,
+) -> anyhow::Result<ExitCode> {
     let progress = Arc::new(Live::default());
     let live = {
         let p = progress.clone();
         crate::progress::Live::start(move || p.status())
     };
-    let built = build(
-        cfg,
-        &store,
-        args.embedder.as_deref(),
-        args.full,
-        progress.as_ref(),
-    )
-    .await;
+    let built = build_from(cfg, store, space, set, args.full, progress.as_ref()).await;
     live.finish();
     let m = built?;
+    totals.builds.fetch_add(1, Ordering::Relaxed);
+    totals.generation.store(m.generation, Ordering::Relaxed);
+    totals.chunks.store(m.counts.chunks, Ordering::Relaxed);
+    totals
+        .text_only
+        .store(m.counts.text_only, Ordering::Relaxed);
+    let mut code = ExitCode::SUCCESS;
+    if let Some((completion, seconds)) = waited {
+        let complete = completion.is_complete();
+        if !complete {
+            code = ExitCode::from(3);
+        }
+        let report = WaitReport {
+            stage: "compact",
+            run: trawl_core::ids::RunId::new().to_string(),
+            waited_seconds: seconds,
+            complete,
+            generation: m.generation,
+            completion,
+        };
+        let key = format!("runs/{}.json", report.run);
+        store.put_json(&key, &report).await?;
+        if !complete {
+            eprintln!(
+                "compactor: built generation {} at the deadline with {} files unfinished (report: {key}):",
+                m.generation,
+                report.completion.stragglers.len()
+            );
+            for s in report.completion.stragglers.iter().take(20) {
+                eprintln!("  waiting for {:<9}  {}  {}", s.waiting_for, s.repo, s.path);
+                tracing::warn!(repo = %s.repo, path = %s.path, waiting_for = s.waiting_for, "straggler");
+            }
+            if report.completion.stragglers.len() > 20 {
+                eprintln!("  … and {} more", report.completion.stragglers.len() - 20);
+            }
+        }
+    }
     if args.json {
         println!("{}", serde_json::to_string_pretty(&m)?);
-        return Ok(ExitCode::SUCCESS);
+    } else {
+        print_summary(&m, started.elapsed().as_secs_f64());
     }
-    print_summary(&m, started.elapsed().as_secs_f64());
-    Ok(ExitCode::SUCCESS)
+    Ok(code)
+}
+
+/// Polls the store until the fetcher's last run is chunked and embedded, or the deadline.
+async fn wait(
+    cfg: &Config,
+    store: &trawl_core::store::Store,
+    space: Option<&SpaceInfo>,
+    args: &Args,
+    totals: &Totals,
+) -> anyhow::Result<(Completion, trawl_compactor::live::LiveSet)> {
+    let version = trawl_chunk_worker::part_version(crate::chunk_worker::strategy(cfg)?);
+    let deadline = tokio::time::Instant::now() + args.deadline;
+    let status = Arc::new(std::sync::Mutex::new(String::from("looking at the store")));
+    let live = {
+        let s = status.clone();
+        crate::progress::Live::start(move || {
+            s.lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .clone()
+        })
+    };
+    loop {
+        let (c, set) = trawl_compactor::live::completion(store, space, &version)
+            .await
+            .context("checking how far the run is")?;
+        totals.progress(&c);
+        let line = format!(
+            "waiting for the run: {}/{} files chunked, {}/{} chunks embedded",
+            c.files_chunked, c.files, c.chunks_embedded, c.chunks
+        );
+        tracing::info!(
+            files = c.files,
+            files_chunked = c.files_chunked,
+            chunks = c.chunks,
+            chunks_embedded = c.chunks_embedded,
+            "run progress"
+        );
+        *status
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = line;
+        if c.is_complete() || tokio::time::Instant::now() >= deadline {
+            live.finish();
+            if c.is_complete() {
+                eprintln!(
+                    "compactor: the run is complete ({} files, {} chunks embedded)",
+                    c.files, c.chunks_embedded
+                );
+            }
+            return Ok((c, set));
+        }
+        tokio::time::sleep_until(deadline.min(tokio::time::Instant::now() + args.poll)).await;
+    }
 }
 
 /// Builds the next generation from the live set and makes it live.
@@ -124,10 +372,24 @@ pub async fn build(
     full: bool,
     progress: &Live,
 ) -> anyhow::Result<trawl_compactor::Manifest> {
-    let space = space(cfg, embedder);
-    let set = trawl_compactor::live::live_set(store, space.as_ref())
-        .await
-        .context("computing the live set")?;
+    build_from(cfg, store, space(cfg, embedder), None, full, progress).await
+}
+
+/// [`build`] from a live set already computed (`None`: compute it).
+pub async fn build_from(
+    cfg: &Config,
+    store: &trawl_core::store::Store,
+    space: Option<SpaceInfo>,
+    set: Option<trawl_compactor::live::LiveSet>,
+    full: bool,
+    progress: &Live,
+) -> anyhow::Result<trawl_compactor::Manifest> {
+    let set = match set {
+        Some(s) => s,
+        None => trawl_compactor::live::live_set(store, space.as_ref())
+            .await
+            .context("computing the live set")?,
+    };
     let opts = BuildOptions {
         shards: cfg.compact.shards,
         full,

@@ -38,7 +38,7 @@ pub enum Command {
 /// Every dead letter now on the topic, held (unsettled) until the caller settles them.
 async fn read_all(cfg: &Config) -> anyhow::Result<(Vec<(Delivery, DeadLetter)>, Vec<Delivery>)> {
     let store = crate::existing_store(cfg)?;
-    let bus = trawl_core::bus::from_url(&cfg.bus.url, &store, cfg.bus.capacity)?;
+    let bus = trawl_core::bus::from_config(&cfg.bus, &store)?;
     let mut sub = bus.subscribe(TOPIC, GROUP).await?;
     let mut letters = Vec::new();
     let mut unreadable = Vec::new();
@@ -82,7 +82,7 @@ pub async fn run(cfg: &Config, cmd: Command) -> anyhow::Result<ExitCode> {
             dry_run,
         } => {
             let store = crate::existing_store(cfg)?;
-            let bus = trawl_core::bus::from_url(&cfg.bus.url, &store, cfg.bus.capacity)?;
+            let bus = trawl_core::bus::from_config(&cfg.bus, &store)?;
             let mut replayed = 0;
             for (d, l) in letters {
                 if topic.as_ref().is_some_and(|t| *t != l.topic)

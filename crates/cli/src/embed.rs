@@ -52,6 +52,55 @@ fn live(metrics: Arc<Metrics>) -> crate::progress::Live {
     })
 }
 
+/// The embed worker's Prometheus metrics.
+fn render(m: &Metrics) -> String {
+    let g = |a: &std::sync::atomic::AtomicU64| a.load(Ordering::Relaxed);
+    let mut t = crate::ops::Text::default();
+    t.counter("trawl_embed_parts_total", "Chunk parts taken.", g(&m.parts))
+        .counter("trawl_embed_chunks_total", "Chunks seen.", g(&m.chunks))
+        .counter(
+            "trawl_embed_cache_hits_total",
+            "Chunks whose content already had a vector in the space.",
+            g(&m.cache_hits),
+        )
+        .counter(
+            "trawl_embed_cache_misses_total",
+            "Chunks sent to the embedder.",
+            g(&m.cache_misses),
+        )
+        .counter(
+            "trawl_embed_vectors_written_total",
+            "Vectors written.",
+            g(&m.vectors_written),
+        )
+        .counter(
+            "trawl_embed_tokens_sent_total",
+            "Tokens sent to the embedder.",
+            g(&m.tokens_sent),
+        )
+        .counter(
+            "trawl_embed_requests_total",
+            "Embedding requests.",
+            g(&m.requests),
+        )
+        .counter(
+            "trawl_embed_dead_lettered_total",
+            "Inputs the provider refused, sent to the dead-letter topic.",
+            g(&m.dead_lettered),
+        )
+        .counter(
+            "trawl_embed_truncated_total",
+            "Inputs cut to the model's input limit.",
+            g(&m.truncated),
+        )
+        .counter(
+            "trawl_embed_redelivered_total",
+            "Events taken that had been delivered before.",
+            g(&m.redelivered),
+        );
+    t.finish()
+}
+
 pub async fn run(cfg: &Config, args: Args) -> anyhow::Result<ExitCode> {
     let store = Store::from_url(&cfg.store.url)?;
     let (embedder, opts) =
@@ -62,13 +111,16 @@ pub async fn run(cfg: &Config, args: Args) -> anyhow::Result<ExitCode> {
     let bus = if backfill {
         None
     } else {
-        Some(trawl_core::bus::from_url(
-            &cfg.bus.url,
-            &store,
-            cfg.bus.capacity,
-        )?)
+        Some(trawl_core::bus::from_config(&cfg.bus, &store)?)
     };
-    let worker = EmbedWorker::new(store, bus, embedder, opts);
+    let (trigger, shutdown) = trawl_core::shutdown::channel();
+    let worker = EmbedWorker::new(store, bus, embedder, opts).with_shutdown(shutdown);
+    let ops = if backfill {
+        crate::ops::Ops::start("", "embed-worker", String::new).await?
+    } else {
+        let m = worker.metrics();
+        crate::ops::Ops::start(&cfg.ops.listen, "embed-worker", move || render(&m)).await?
+    };
     eprintln!(
         "embed: {} into {} with the {} embedder",
         if backfill {
@@ -95,13 +147,9 @@ pub async fn run(cfg: &Config, args: Args) -> anyhow::Result<ExitCode> {
             worker.run(until).await
         }
     };
-    let result = tokio::select! {
-        r = work => Some(r),
-        _ = tokio::signal::ctrl_c() => None,
-    };
+    let result = crate::ops::until_finished(work, &trigger, &ops, "embed-worker").await;
     live.finish();
     let Some(result) = result else {
-        eprintln!("interrupted: events not yet acknowledged will be delivered again");
         return Ok(ExitCode::from(130));
     };
     let report: RunReport = result?;

@@ -4,6 +4,7 @@ use std::collections::BTreeMap;
 use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use anyhow::{Context, bail};
@@ -34,6 +35,68 @@ pub struct Args {
     /// goes to stderr.
     #[arg(long)]
     json: bool,
+
+    /// Stay up and fetch again this long after each run finishes (`30m`, `24h`); without it,
+    /// one run and exit (for a cron job). The repos file is read again before each run.
+    #[arg(long, value_parser = humantime::parse_duration, conflicts_with = "dry_run")]
+    every: Option<std::time::Duration>,
+}
+
+/// Totals over the runs of one process, for `/metrics`.
+#[derive(Default)]
+struct Totals {
+    runs: AtomicU64,
+    repos_failed_last: AtomicU64,
+    files: AtomicU64,
+    bytes: AtomicU64,
+    last_finished_unix: AtomicU64,
+}
+
+impl Totals {
+    fn record(&self, r: &RunReport) {
+        self.runs.fetch_add(1, Ordering::Relaxed);
+        self.repos_failed_last
+            .store(r.failed() as u64, Ordering::Relaxed);
+        let files: u64 = r.repos.iter().map(|x| x.upserts + x.deletes).sum();
+        self.files.fetch_add(files, Ordering::Relaxed);
+        let bytes: u64 = r.repos.iter().map(|x| x.bytes).sum();
+        self.bytes.fetch_add(bytes, Ordering::Relaxed);
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs());
+        self.last_finished_unix.store(now, Ordering::Relaxed);
+    }
+
+    fn render(&self) -> String {
+        let g = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        let mut t = crate::ops::Text::default();
+        t.counter(
+            "trawl_fetch_runs_total",
+            "Fetch runs finished.",
+            g(&self.runs),
+        )
+        .gauge(
+            "trawl_fetch_repos_failed",
+            "Repositories that failed in the last run.",
+            g(&self.repos_failed_last) as f64,
+        )
+        .counter(
+            "trawl_fetch_files_published_total",
+            "File events published (upserts and deletes).",
+            g(&self.files),
+        )
+        .counter(
+            "trawl_fetch_bytes_published_total",
+            "Content bytes published.",
+            g(&self.bytes),
+        )
+        .gauge(
+            "trawl_fetch_last_run_finished_seconds",
+            "When the last run finished (Unix time).",
+            g(&self.last_finished_unix) as f64,
+        );
+        t.finish()
+    }
 }
 
 struct Progress {
@@ -92,8 +155,8 @@ pub fn specs(
 }
 
 pub async fn run(cfg: &Config, args: Args) -> anyhow::Result<ExitCode> {
-    let specs = specs(args.repos.as_deref(), &args.repo)?;
-    if specs.is_empty() {
+    let first = specs(args.repos.as_deref(), &args.repo)?;
+    if first.is_empty() {
         bail!("nothing to fetch: give --repos <file> or --repo <url|path>");
     }
     // A dry run reads the stored state but never creates a store that is not there.
@@ -102,9 +165,59 @@ pub async fn run(cfg: &Config, args: Args) -> anyhow::Result<ExitCode> {
     } else {
         Store::from_url(&cfg.store.url)?
     };
-    let bus = trawl_core::bus::from_url(&cfg.bus.url, &store, cfg.bus.capacity)?;
+    let bus = trawl_core::bus::from_config(&cfg.bus, &store)?;
     let fetcher = Fetcher::new(cfg.fetch.clone(), store, bus);
+    let totals = Arc::new(Totals::default());
+    let ops = if args.dry_run {
+        crate::ops::Ops::start("", "fetcher", String::new).await?
+    } else {
+        let t = totals.clone();
+        crate::ops::Ops::start(&cfg.ops.listen, "fetcher", move || t.render()).await?
+    };
+    let mut specs = first;
+    loop {
+        let run = run_once(&fetcher, &specs, &args);
+        // A run stopped part-way is safe: a repository's state is recorded only after all
+        // of its events were published, so the next run publishes the rest again.
+        let report = tokio::select! {
+            r = run => r,
+            () = crate::ops::terminated() => {
+                ops.stopping();
+                eprintln!("fetcher: stopped mid-run: repositories not finished keep their old state and are fetched again next run");
+                return Ok(ExitCode::from(130));
+            }
+        };
+        totals.record(&report);
+        let summary = summary(&report);
+        if args.json {
+            eprint!("{summary}");
+        } else {
+            print!("{summary}");
+        }
+        let Some(every) = args.every else {
+            return Ok(if report.failed() > 0 {
+                ExitCode::from(3)
+            } else {
+                ExitCode::SUCCESS
+            });
+        };
+        eprintln!("fetcher: next run in {}", humantime::format_duration(every));
+        tokio::select! {
+            () = tokio::time::sleep(every) => {}
+            () = crate::ops::terminated() => {
+                ops.stopping();
+                return Ok(ExitCode::SUCCESS);
+            }
+        }
+        match self::specs(args.repos.as_deref(), &args.repo) {
+            Ok(s) if !s.is_empty() => specs = s,
+            Ok(_) => eprintln!("fetcher: the repos file lists nothing now; keeping the last list"),
+            Err(e) => eprintln!("fetcher: cannot read the repos ({e:#}); keeping the last list"),
+        }
+    }
+}
 
+async fn run_once(fetcher: &Fetcher, specs: &[repos::RepoSpec], args: &Args) -> RunReport {
     let bar = ProgressBar::with_draw_target(
         Some(specs.len() as u64),
         indicatif::ProgressDrawTarget::stderr(),
@@ -125,20 +238,9 @@ pub async fn run(cfg: &Config, args: Args) -> anyhow::Result<ExitCode> {
         since: args.since.clone(),
         defer_state: false,
     };
-    let report = fetcher.run(&specs, &opts, progress).await;
+    let report = fetcher.run(specs, &opts, progress).await;
     bar.finish_and_clear();
-
-    let summary = summary(&report);
-    if args.json {
-        eprint!("{summary}");
-    } else {
-        print!("{summary}");
-    }
-    Ok(if report.failed() > 0 {
-        ExitCode::from(3)
-    } else {
-        ExitCode::SUCCESS
-    })
+    report
 }
 
 /// The table printed at the end of a run.

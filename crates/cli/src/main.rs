@@ -11,6 +11,7 @@ mod dlq;
 mod embed;
 mod fetch;
 mod index;
+mod ops;
 mod progress;
 mod search;
 mod sql;
@@ -50,17 +51,23 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
-    /// Mirror repositories and publish the files that changed since the last run.
+    /// Mirror repositories and publish the files that changed since the last run (the stage
+    /// process `trawl fetcher`: one-shot, or every `--every`).
+    #[command(visible_alias = "fetcher")]
     Fetch(fetch::Args),
     /// Print the chunks of files or directories, as the chunk worker would make them.
     Chunk(chunk::Args),
     /// Chunk the files that `trawl fetch` published, into Parquet parts in the store.
     ChunkWorker(chunk_worker::Args),
     /// Embed the chunks that `trawl chunk-worker` wrote: only those never embedded in this
-    /// model's space; a run report goes to runs/<run>.json.
+    /// model's space; a run report goes to runs/<run>.json (the stage process
+    /// `trawl embed-worker`).
+    #[command(visible_alias = "embed-worker")]
     Embed(embed::Args),
     /// Build the next index generation (vector + text shards) from the live chunks and their
-    /// vectors, reusing what did not change, and make it live.
+    /// vectors, reusing what did not change, and make it live (the stage process
+    /// `trawl compactor`: `--wait` for the run to be embedded, `--every` to stay up).
+    #[command(visible_alias = "compactor")]
     Compact(compact::Args),
     /// Index repositories in one process — fetch, chunk, embed (local model by default, no
     /// key needed), compact — into the local store (./.trawl). Running it again is
@@ -70,7 +77,9 @@ enum Command {
     /// `repo@commit:path#Lstart-Lend · symbol · kind · score` and snippets.
     Search(search::Args),
     /// Serve search over HTTP: POST /v1/search, GET /healthz, /metrics, /openapi.json; bearer
-    /// tokens map to the repositories they may see (`[[query.tokens]]`).
+    /// tokens map to the repositories they may see (`[[query.tokens]]`) (the stage process
+    /// `trawl query`).
+    #[command(visible_alias = "query")]
     Serve(search::ServeArgs),
     /// Measure retrieval on a query set: Recall@1/5/10 and MRR@10, overall, per kind, per
     /// repository.
@@ -108,7 +117,8 @@ fn init_logging(cfg: &Config) {
         .unwrap_or_else(|_| EnvFilter::new("info"));
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_writer(std::io::stderr);
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()));
     if cfg.log.format == "json" {
         builder.json().init();
     } else {

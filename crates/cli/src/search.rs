@@ -246,37 +246,12 @@ pub async fn serve(cfg: &Config, args: ServeArgs) -> anyhow::Result<ExitCode> {
         listener,
         Duration::from_secs(cfg.query.poll_secs.max(1)),
         async {
-            shutdown_signal().await;
+            crate::ops::terminated().await;
         },
     )
     .await?;
     eprintln!("serve: stopped");
     Ok(ExitCode::SUCCESS)
-}
-
-async fn shutdown_signal() {
-    let ctrl_c = tokio::signal::ctrl_c();
-    #[cfg(unix)]
-    {
-        let mut term =
-            tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).ok();
-        let term = async {
-            match term.as_mut() {
-                Some(t) => {
-                    t.recv().await;
-                }
-                None => std::future::pending().await,
-            }
-        };
-        tokio::select! {
-            _ = ctrl_c => {},
-            () = term => {},
-        }
-    }
-    #[cfg(not(unix))]
-    {
-        let _ = ctrl_c.await;
-    }
 }
 
 #[derive(clap::Args)]

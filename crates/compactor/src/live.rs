@@ -179,3 +179,98 @@ pub async fn live_set(store: &Store, space: Option<&SpaceInfo>) -> Result<LiveSe
         repos: states.len(),
     })
 }
+
+/// A file or chunk the run has not finished with.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, serde::Serialize)]
+pub struct Straggler {
+    pub repo: String,
+    pub path: String,
+    /// `chunking` (no chunk part for this version of the file yet) or `embedding` (chunks
+    /// without a vector in the space).
+    pub waiting_for: &'static str,
+}
+
+/// How far the pipeline is with what the fetcher last published: every indexed file of
+/// every repository's last manifest, chunked? every live chunk, embedded?
+#[derive(Clone, Debug, Default, serde::Serialize)]
+pub struct Completion {
+    pub files: u64,
+    pub files_chunked: u64,
+    pub chunks: u64,
+    pub chunks_embedded: u64,
+    /// Sorted; one entry per file.
+    pub stragglers: Vec<Straggler>,
+}
+
+impl Completion {
+    /// Nothing left to wait for.
+    pub fn is_complete(&self) -> bool {
+        self.stragglers.is_empty()
+    }
+}
+
+/// Measures [`Completion`] from the store alone — manifests, chunk parts (named by
+/// `chunker_version`) and the live set's vectors — so it holds whatever the workers did:
+/// restarts and redeliveries neither hide nor double-count work. Returns the live set too,
+/// for the build that follows.
+pub async fn completion(
+    store: &Store,
+    space: Option<&SpaceInfo>,
+    chunker_version: &str,
+) -> Result<(Completion, LiveSet), CompactError> {
+    let mut c = Completion::default();
+    let mut stragglers = std::collections::BTreeSet::new();
+    for key in store.list("repos/").await? {
+        if !key.ends_with("/state.json") {
+            continue;
+        }
+        let Some(state) = store.get_json::<RepoState>(&key).await? else {
+            continue;
+        };
+        let Some(bytes) = store
+            .get(&keys::manifest(&state.repo, &state.last_commit))
+            .await?
+        else {
+            continue;
+        };
+        let rows: Vec<ManifestRow> = trawl_core::records::from_parquet(bytes)?;
+        let parts: std::collections::HashSet<String> = store
+            .list(&format!("chunks/repo={}/", state.repo.key()))
+            .await?
+            .into_iter()
+            .collect();
+        for row in rows.iter().filter(|r| r.skip_reason.is_none()) {
+            let Some(blob) = &row.blob else { continue };
+            c.files += 1;
+            if parts.contains(&keys::chunk_part(
+                &row.repo_id,
+                &row.path,
+                blob,
+                chunker_version,
+            )) {
+                c.files_chunked += 1;
+            } else {
+                stragglers.insert(Straggler {
+                    repo: row.repo_id.to_string(),
+                    path: row.path.clone(),
+                    waiting_for: "chunking",
+                });
+            }
+        }
+    }
+    let set = live_set(store, space).await?;
+    for d in &set.docs {
+        c.chunks += 1;
+        if d.vector.is_some() {
+            c.chunks_embedded += 1;
+        } else if space.is_some() {
+            stragglers.insert(Straggler {
+                repo: d.doc.repo_id.to_string(),
+                path: d.doc.path.clone(),
+                waiting_for: "embedding",
+            });
+        }
+    }
+    c.stragglers = stragglers.into_iter().collect();
+    Ok((c, set))
+}

@@ -113,6 +113,54 @@ impl Drop for Delivery {
     }
 }
 
+/// The configured bus, with the configured topic names: code names topics by their role
+/// (`files`, `chunks`, `embedded`, `dead-letters`); the bus maps them to `bus.topic_*`.
+pub fn from_config(cfg: &crate::config::BusConfig, store: &Store) -> Result<Arc<dyn Bus>, Error> {
+    let inner = from_url(&cfg.url, store, cfg.capacity)?;
+    let names: Vec<(&'static str, String)> = vec![
+        ("files", cfg.topic_files.clone()),
+        ("chunks", cfg.topic_chunks.clone()),
+        ("embedded", cfg.topic_embedded.clone()),
+        ("dead-letters", cfg.topic_dead_letters.clone()),
+    ];
+    for (role, name) in &names {
+        check_name(&format!("bus.topic_{}", role.replace('-', "_")), name)?;
+    }
+    if names.iter().all(|(role, name)| role == name) {
+        return Ok(inner);
+    }
+    Ok(Arc::new(Renamed { inner, names }))
+}
+
+/// A bus whose topics go by other names underneath.
+#[derive(Debug)]
+struct Renamed {
+    inner: Arc<dyn Bus>,
+    names: Vec<(&'static str, String)>,
+}
+
+impl Renamed {
+    fn name<'a>(&'a self, topic: &'a str) -> &'a str {
+        self.names
+            .iter()
+            .find(|(role, _)| *role == topic)
+            .map_or(topic, |(_, name)| name.as_str())
+    }
+}
+
+#[async_trait::async_trait]
+impl Bus for Renamed {
+    async fn publish(&self, topic: &str, key: &str, payload: Bytes) -> Result<(), Error> {
+        self.inner.publish(self.name(topic), key, payload).await
+    }
+    async fn subscribe(&self, topic: &str, group: &str) -> Result<Box<dyn Subscription>, Error> {
+        self.inner.subscribe(self.name(topic), group).await
+    }
+    async fn close(&self, topic: &str) -> Result<(), Error> {
+        self.inner.close(self.name(topic)).await
+    }
+}
+
 /// Resolves a bus URL: `inproc://` or `spool://` (over `store`).
 pub fn from_url(url: &str, store: &Store, capacity: usize) -> Result<Arc<dyn Bus>, Error> {
     match url.split_once("://").map(|(s, _)| s) {

@@ -21,6 +21,24 @@ pub struct Config {
     pub compact: CompactConfig,
     pub query: QueryConfig,
     pub log: LogConfig,
+    pub ops: OpsConfig,
+}
+
+/// The stage processes' operations endpoint.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct OpsConfig {
+    /// Where `trawl fetcher`, `chunk-worker`, `embed-worker` and `compactor` serve `/healthz`
+    /// and `/metrics` (port 0: any free port, printed at start; empty: none).
+    pub listen: String,
+}
+
+impl Default for OpsConfig {
+    fn default() -> Self {
+        Self {
+            listen: "127.0.0.1:9100".into(),
+        }
+    }
 }
 
 /// The query service and `trawl search`: retrieval knobs, the shard cache, the server and its
@@ -243,6 +261,11 @@ pub struct BusConfig {
     pub url: String,
     /// Messages a topic holds before publishers wait (in-process bus).
     pub capacity: usize,
+    /// The topic names on the bus (on a shared Kafka cluster, e.g. `trawl.prod.files`).
+    pub topic_files: String,
+    pub topic_chunks: String,
+    pub topic_embedded: String,
+    pub topic_dead_letters: String,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -284,6 +307,10 @@ impl Default for BusConfig {
         Self {
             url: "spool://".into(),
             capacity: 1024,
+            topic_files: "files".into(),
+            topic_chunks: "chunks".into(),
+            topic_embedded: "embedded".into(),
+            topic_dead_letters: "dead-letters".into(),
         }
     }
 }

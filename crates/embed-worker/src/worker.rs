@@ -31,6 +31,7 @@ use trawl_core::records::{
     self, ChunkPartEvent, ChunkRecord, DEAD_LETTER_VERSION, DeadLetter, EMBEDDED_VERSION,
     EMBEDDING_VERSION, EmbeddedEvent, EmbeddingRecord,
 };
+use trawl_core::shutdown::Shutdown;
 use trawl_core::store::{Store, keys};
 
 use crate::embedder::{
@@ -269,6 +270,7 @@ struct Inner {
 /// The embed stage.
 pub struct EmbedWorker {
     inner: Arc<Inner>,
+    shutdown: Shutdown,
 }
 
 impl EmbedWorker {
@@ -289,7 +291,16 @@ impl EmbedWorker {
                 metrics: Arc::default(),
                 run: RunId::new(),
             }),
+            shutdown: Shutdown::never(),
         }
+    }
+
+    /// Stops when `shutdown` is requested: no new event is taken, the chunks gathered are
+    /// embedded, written and acknowledged, then [`EmbedWorker::run`] returns its report.
+    #[must_use]
+    pub fn with_shutdown(mut self, shutdown: Shutdown) -> Self {
+        self.shutdown = shutdown;
+        self
     }
 
     pub fn run_id(&self) -> &RunId {
@@ -321,6 +332,7 @@ impl EmbedWorker {
         let far = Duration::from_secs(365 * 24 * 3600);
         let mut deadline = tokio::time::Instant::now() + idle.unwrap_or(far);
         let mut flows = Flows::new(self.inner.clone());
+        let mut shutdown = self.shutdown.clone();
         loop {
             if flows.saturated() {
                 flows.next().await?;
@@ -329,6 +341,10 @@ impl EmbedWorker {
             let linger_at = flows.linger_deadline();
             tokio::select! {
                 biased;
+                () = shutdown.requested() => {
+                    tracing::info!("shutting down: embedding and acknowledging what was taken");
+                    break;
+                }
                 done = flows.next(), if flows.running() => done?,
                 next = sub.recv() => match next? {
                     Some(d) => {
