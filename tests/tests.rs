@@ -3,6 +3,7 @@
 
 mod chunk;
 mod cli;
+mod cluster;
 mod compact;
 mod embed;
 mod fetch;

