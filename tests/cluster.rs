@@ -111,6 +111,25 @@ impl Proc {
         }
     }
 
+    /// Polls a counter of the process's `/metrics` until it reaches `n`; its value then.
+    fn metric_at_least(&self, name: &str, n: u64) -> u64 {
+        let ops = self.ops();
+        let deadline = Instant::now() + Duration::from_secs(180);
+        loop {
+            let v = metric(&ops, name);
+            if v >= n {
+                return v;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "{}: {name} stays at {v}\n{}",
+                self.name,
+                self.output()
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
     fn kill(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
@@ -346,7 +365,6 @@ listen = "127.0.0.1:0"
     s3.faults.stall_ms.store(4_000, Ordering::Relaxed);
 
     let mut chunker = Proc::spawn("chunk-worker 1", stage(&["chunk-worker"]));
-    let chunk_ops = chunker.ops();
     let mut fetcher = Proc::spawn("fetcher", stage(&[&["fetcher"][..], &repo_args].concat()));
     assert_eq!(
         fetcher.wait(Duration::from_secs(180)),
@@ -369,19 +387,7 @@ listen = "127.0.0.1:0"
     assert!(files > 40, "{}", fetcher.output());
 
     // SIGKILL the chunk worker part-way through the files.
-    let deadline = Instant::now() + Duration::from_secs(180);
-    let killed_at = loop {
-        let n = metric(&chunk_ops, "trawl_chunk_files_total");
-        if n >= 5 {
-            break n;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "no progress\n{}",
-            chunker.output()
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    };
+    let killed_at = chunker.metric_at_least("trawl_chunk_files_total", 5);
     chunker.kill();
     assert!(
         killed_at < files,
@@ -391,20 +397,7 @@ listen = "127.0.0.1:0"
 
     // The embed worker starts late, with chunk parts waiting, and dies part-way too.
     let mut embedder = Proc::spawn("embed-worker 1", stage(&["embed-worker"]));
-    let embed_ops = embedder.ops();
-    let deadline = Instant::now() + Duration::from_secs(180);
-    let embedded_at_kill = loop {
-        let n = metric(&embed_ops, "trawl_embed_vectors_written_total");
-        if n >= 16 {
-            break n;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "no vectors\n{}",
-            embedder.output()
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    };
+    let embedded_at_kill = embedder.metric_at_least("trawl_embed_vectors_written_total", 16);
     embedder.kill();
     let mut embedder = Proc::spawn("embed-worker 2", stage(&["embed-worker"]));
 
