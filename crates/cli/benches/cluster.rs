@@ -1,0 +1,244 @@
+//! Cluster mode on one machine vs `trawl index` in one process, on the same corpus, with the
+//! hash embedder (so the embedding provider costs nothing and the bus and the store show):
+//!
+//! - `index`: fetch → chunk → embed → compact in one process, in-process bus, local directory;
+//! - `stages · spool · dir`: one process per stage, the spool bus, a local directory;
+//! - `stages · kafka · s3`: one process per stage, tansu (Kafka protocol) and s3s-fs (S3 API)
+//!   on loopback.
+//!
+//! Stage workers are started and have joined their consumer groups before the clock starts;
+//! the clock runs from the fetcher's start to the compactor's exit (`--wait`, polling the
+//! store every 200 ms). It measures the `trawl` binary of the profile it is built with:
+//! `cargo bench -p trawl-cli --bench cluster` (release), or `--profile dev` for the debug
+//! binary the tests use.
+//!
+//! `TRAWL_BENCH_FILES` (default 600) Python standard library files in 8 repositories.
+
+#![allow(clippy::print_stdout)]
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+#[path = "../../../tests/support/procs.rs"]
+mod procs;
+
+use procs::{Broker, Proc, trawl};
+use trawl_core::store::Store;
+
+/// Builds 8 git repositories from the first `n` stdlib files (sorted paths, dealt round-robin
+/// by top-level entry). Returns their paths and the file count.
+fn corpus(root: &Path, n: usize) -> (Vec<PathBuf>, usize) {
+    let stdlib = trawl_chunker::corpus::python_stdlib().expect("python3 is on this machine");
+    let mut files = Vec::new();
+    let mut stack = vec![stdlib.clone()];
+    while let Some(dir) = stack.pop() {
+        for e in std::fs::read_dir(&dir).unwrap().filter_map(Result::ok) {
+            let p = e.path();
+            let name = e.file_name().to_string_lossy().into_owned();
+            if p.is_dir() {
+                if !matches!(
+                    name.as_str(),
+                    "test" | "tests" | "site-packages" | "idlelib" | "__pycache__"
+                ) {
+                    stack.push(p);
+                }
+            } else if p.extension().is_some_and(|x| x == "py") {
+                files.push(p);
+            }
+        }
+    }
+    files.sort();
+    files.truncate(n);
+    let repos: Vec<PathBuf> = (0..8).map(|i| root.join(format!("repo{i}"))).collect();
+    for (i, f) in files.iter().enumerate() {
+        let rel = f.strip_prefix(&stdlib).unwrap();
+        let dest = repos[i % 8].join(rel);
+        std::fs::create_dir_all(dest.parent().unwrap()).unwrap();
+        std::fs::copy(f, dest).unwrap();
+    }
+    for r in &repos {
+        for args in [
+            &["init", "-q", "-b", "main"][..],
+            &["add", "-A"],
+            &[
+                "-c",
+                "user.name=bench",
+                "-c",
+                "user.email=bench@example.com",
+                "commit",
+                "-qm",
+                "corpus",
+            ],
+        ] {
+            assert!(
+                Command::new("git")
+                    .current_dir(r)
+                    .args(args)
+                    .status()
+                    .unwrap()
+                    .success()
+            );
+        }
+    }
+    (repos, files.len())
+}
+
+fn chunks_in(store: &Store, cache: &Path, rt: &tokio::runtime::Runtime) -> usize {
+    rt.block_on(trawl_query::index::Generation::open_current(store, cache))
+        .unwrap()
+        .expect("a live generation")
+        .live_docs()
+}
+
+/// Runs the stage processes with `config`; the seconds from the fetcher's start to the
+/// compactor's exit.
+fn stages(work: &Path, config: &Path, env: &[(String, String)], repos: &[PathBuf]) -> f64 {
+    let stage = |args: &[&str]| {
+        let mut c = trawl();
+        c.current_dir(work)
+            .arg("--config")
+            .arg(config)
+            .args(args)
+            .envs(env.iter().cloned())
+            .env("TRAWL_LOG", "warn");
+        c
+    };
+    let mut chunker = Proc::spawn("chunk-worker", stage(&["chunk-worker"]));
+    let mut embedder = Proc::spawn("embed-worker", stage(&["embed-worker"]));
+    chunker.ops();
+    embedder.ops();
+    // Consumer groups join before any message is published (tansu takes ~3 s).
+    std::thread::sleep(Duration::from_secs(5));
+    let started = Instant::now();
+    let mut args = vec!["fetcher".to_owned()];
+    for r in repos {
+        args.extend(["--repo".to_owned(), r.display().to_string()]);
+    }
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let mut fetcher = Proc::spawn("fetcher", stage(&args));
+    let mut compactor = Proc::spawn(
+        "compactor",
+        stage(&["compactor", "--wait", "--poll", "200ms", "--deadline", "1h"]),
+    );
+    assert_eq!(
+        fetcher.wait(Duration::from_secs(3600)),
+        0,
+        "{}",
+        fetcher.output()
+    );
+    assert_eq!(
+        compactor.wait(Duration::from_secs(3600)),
+        0,
+        "{}",
+        compactor.output()
+    );
+    let seconds = started.elapsed().as_secs_f64();
+    chunker.signal("TERM");
+    embedder.signal("TERM");
+    chunker.wait(Duration::from_secs(120));
+    embedder.wait(Duration::from_secs(120));
+    seconds
+}
+
+fn config(path: &Path, store: &str, bus: &str, cache: &Path) {
+    std::fs::write(
+        path,
+        format!(
+            "[store]\nurl = \"{store}\"\n\n[bus]\nurl = \"{bus}\"\n\n[fetch]\ncache_dir = \"{}\"\n\n\
+             [embed]\nembedder = \"hash\"\n\n[ops]\nlisten = \"127.0.0.1:0\"\n",
+            cache.display()
+        ),
+    )
+    .unwrap();
+}
+
+fn main() {
+    let n: usize = std::env::var("TRAWL_BENCH_FILES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(600);
+    let work = tempfile::tempdir().unwrap();
+    let (repos, files) = corpus(&work.path().join("corpus"), n);
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let mut rows: Vec<(&str, f64, usize)> = Vec::new();
+
+    // In one process.
+    let dir = work.path().join("index-store");
+    let started = Instant::now();
+    let out = trawl()
+        .current_dir(work.path())
+        .args(["--store", dir.to_str().unwrap()])
+        .args([
+            "--set",
+            &format!("fetch.cache_dir={}", work.path().join("m0").display()),
+        ])
+        .args(["index", "--embedder", "hash"])
+        .args(&repos)
+        .output()
+        .unwrap();
+    let seconds = started.elapsed().as_secs_f64();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let store = Store::from_url(dir.to_str().unwrap()).unwrap();
+    rows.push((
+        "index (one process)",
+        seconds,
+        chunks_in(&store, &work.path().join("q0"), &rt),
+    ));
+
+    // Stage processes, spool bus, local directory.
+    let dir = work.path().join("spool-store");
+    let cfg = work.path().join("spool.toml");
+    config(
+        &cfg,
+        dir.to_str().unwrap(),
+        "spool://",
+        &work.path().join("m1"),
+    );
+    let seconds = stages(work.path(), &cfg, &[], &repos);
+    let store = Store::from_url(dir.to_str().unwrap()).unwrap();
+    rows.push((
+        "stages · spool · dir",
+        seconds,
+        chunks_in(&store, &work.path().join("q1"), &rt),
+    ));
+
+    // Stage processes, Kafka protocol, S3 API.
+    let broker = Broker::start();
+    let s3 = rt
+        .block_on(trawl_core::s3_testing::S3Server::start(&["trawl"]))
+        .unwrap();
+    let cfg = work.path().join("cluster.toml");
+    config(
+        &cfg,
+        "s3://trawl/bench",
+        &broker.bus_url(8),
+        &work.path().join("m2"),
+    );
+    let seconds = stages(work.path(), &cfg, &s3.env(), &repos);
+    let opts = s3.options();
+    let opts: Vec<(&str, &str)> = opts.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    let store = Store::from_url_with("s3://trawl/bench", &opts).unwrap();
+    rows.push((
+        "stages · kafka · s3",
+        seconds,
+        chunks_in(&store, &work.path().join("q2"), &rt),
+    ));
+
+    let base = rows[0].1;
+    println!("{files} files in 8 repositories, hash embedder, trawl binary of this build profile");
+    println!("| mode | seconds | files/s | chunks | chunks/s | time vs index |");
+    println!("|---|---:|---:|---:|---:|---:|");
+    for (mode, s, chunks) in &rows {
+        println!(
+            "| {mode} | {s:.1} | {:.1} | {chunks} | {:.0} | {:.2}× |",
+            files as f64 / s,
+            *chunks as f64 / s,
+            s / base
+        );
+    }
+}
