@@ -2,13 +2,12 @@
 //! hash embedder (so the embedding provider costs nothing and the bus and the store show):
 //!
 //! - `index`: fetch → chunk → embed → compact in one process, in-process bus, local directory;
-//! - `stages · spool · dir`: one process per stage, the spool bus, a local directory;
-//! - `stages · kafka · s3`: one process per stage, tansu (Kafka protocol) and s3s-fs (S3 API)
-//!   on loopback.
+//! - `stages · <bus> · <store>`: one process per stage, over the spool bus or tansu (Kafka
+//!   protocol), on a local directory or s3s-fs (S3 API), both on loopback.
 //!
 //! Stage workers are started and have joined their consumer groups before the clock starts;
 //! the clock runs from the fetcher's start to the compactor's exit (`--wait`, polling the
-//! store every 200 ms). It measures the `trawl` binary of the profile it is built with:
+//! store every second). It measures the `trawl` binary of the profile it is built with:
 //! `cargo bench -p trawl-cli --bench cluster` (release), or `--profile dev` for the debug
 //! binary the tests use.
 //!
@@ -119,7 +118,7 @@ fn stages(work: &Path, config: &Path, env: &[(String, String)], repos: &[PathBuf
     let mut fetcher = Proc::spawn("fetcher", stage(&args));
     let mut compactor = Proc::spawn(
         "compactor",
-        stage(&["compactor", "--wait", "--poll", "200ms", "--deadline", "1h"]),
+        stage(&["compactor", "--wait", "--poll", "1s", "--deadline", "1h"]),
     );
     assert_eq!(
         fetcher.wait(Duration::from_secs(3600)),
@@ -141,11 +140,13 @@ fn stages(work: &Path, config: &Path, env: &[(String, String)], repos: &[PathBuf
     seconds
 }
 
-fn config(path: &Path, store: &str, bus: &str, cache: &Path) {
+fn config(path: &Path, store: &str, bus: &str, cache: &Path, run: usize) {
     std::fs::write(
         path,
         format!(
-            "[store]\nurl = \"{store}\"\n\n[bus]\nurl = \"{bus}\"\n\n[fetch]\ncache_dir = \"{}\"\n\n\
+            "[store]\nurl = \"{store}\"\n\n[bus]\nurl = \"{bus}\"\ntopic_files = \"files{run}\"\n\
+             topic_chunks = \"chunks{run}\"\ntopic_embedded = \"embedded{run}\"\n\
+             topic_dead_letters = \"dead-letters{run}\"\n\n[fetch]\ncache_dir = \"{}\"\n\n\
              [embed]\nembedder = \"hash\"\n\n[ops]\nlisten = \"127.0.0.1:0\"\n",
             cache.display()
         ),
@@ -190,44 +191,59 @@ fn main() {
         chunks_in(&store, &work.path().join("q0"), &rt),
     ));
 
-    // Stage processes, spool bus, local directory.
-    let dir = work.path().join("spool-store");
-    let cfg = work.path().join("spool.toml");
-    config(
-        &cfg,
-        dir.to_str().unwrap(),
-        "spool://",
-        &work.path().join("m1"),
-    );
-    let seconds = stages(work.path(), &cfg, &[], &repos);
-    let store = Store::from_url(dir.to_str().unwrap()).unwrap();
-    rows.push((
-        "stages · spool · dir",
-        seconds,
-        chunks_in(&store, &work.path().join("q1"), &rt),
-    ));
-
-    // Stage processes, Kafka protocol, S3 API.
+    // Stage processes on each bus × store pair.
     let broker = Broker::start();
     let s3 = rt
         .block_on(trawl_core::s3_testing::S3Server::start(&["trawl"]))
         .unwrap();
-    let cfg = work.path().join("cluster.toml");
-    config(
-        &cfg,
-        "s3://trawl/bench",
-        &broker.bus_url(8),
-        &work.path().join("m2"),
-    );
-    let seconds = stages(work.path(), &cfg, &s3.env(), &repos);
     let opts = s3.options();
     let opts: Vec<(&str, &str)> = opts.iter().map(|(k, v)| (*k, v.as_str())).collect();
-    let store = Store::from_url_with("s3://trawl/bench", &opts).unwrap();
-    rows.push((
-        "stages · kafka · s3",
-        seconds,
-        chunks_in(&store, &work.path().join("q2"), &rt),
-    ));
+    for (i, (mode, bus, on_s3)) in [
+        ("stages · spool · dir", "spool://".to_owned(), false),
+        ("stages · kafka · dir", broker.bus_url(8), false),
+        ("stages · spool · s3", "spool://".to_owned(), true),
+        ("stages · kafka · s3", broker.bus_url(8), true),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let url = if on_s3 {
+            format!("s3://trawl/bench{i}")
+        } else {
+            work.path().join(format!("store{i}")).display().to_string()
+        };
+        let cfg = work.path().join(format!("stages{i}.toml"));
+        // Each mode its own topics on the one broker.
+        config(
+            &cfg,
+            &url,
+            &bus,
+            &work.path().join(format!("m{}", i + 1)),
+            i,
+        );
+        let env = if on_s3 { s3.env() } else { Vec::new() };
+        let before = s3
+            .faults
+            .requests
+            .load(std::sync::atomic::Ordering::Relaxed);
+        let seconds = stages(work.path(), &cfg, &env, &repos);
+        if on_s3 {
+            eprintln!(
+                "{mode}: {} S3 requests",
+                s3.faults
+                    .requests
+                    .load(std::sync::atomic::Ordering::Relaxed)
+                    - before
+            );
+        }
+        let store = if on_s3 {
+            Store::from_url_with(&url, &opts).unwrap()
+        } else {
+            Store::from_url(&url).unwrap()
+        };
+        let chunks = chunks_in(&store, &work.path().join(format!("q{}", i + 1)), &rt);
+        rows.push((mode, seconds, chunks));
+    }
 
     let base = rows[0].1;
     println!("{files} files in 8 repositories, hash embedder, trawl binary of this build profile");

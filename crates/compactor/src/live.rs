@@ -211,8 +211,10 @@ impl Completion {
 
 /// Measures [`Completion`] from the store alone — manifests, chunk parts (named by
 /// `chunker_version`) and the live set's vectors — so it holds whatever the workers did:
-/// restarts and redeliveries neither hide nor double-count work. Returns the live set too,
-/// for the build that follows.
+/// restarts and redeliveries neither hide nor double-count work. While files wait for
+/// chunking only those are counted (listing parts is cheap; the live set is a join over all
+/// of them): `chunks` stays 0 and the live set returned is empty. Otherwise the live set
+/// comes back too, for the build that follows.
 pub async fn completion(
     store: &Store,
     space: Option<&SpaceInfo>,
@@ -257,6 +259,11 @@ pub async fn completion(
                 });
             }
         }
+    }
+    if !stragglers.is_empty() {
+        // Files still to chunk: the live set (a join over every part) can wait.
+        c.stragglers = stragglers.into_iter().collect();
+        return Ok((c, LiveSet::default()));
     }
     let set = live_set(store, space).await?;
     for d in &set.docs {
