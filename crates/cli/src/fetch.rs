@@ -166,6 +166,11 @@ pub async fn run(cfg: &Config, args: Args) -> anyhow::Result<ExitCode> {
         Store::from_url(&cfg.store.url)?
     };
     let bus = trawl_core::bus::from_config(&cfg.bus, &store)?;
+    if !args.dry_run {
+        bus.create_topics(&trawl_core::bus::TOPICS)
+            .await
+            .context("creating the pipeline's topics")?;
+    }
     let fetcher = Fetcher::new(cfg.fetch.clone(), store, bus);
     let totals = Arc::new(Totals::default());
     let ops = if args.dry_run {

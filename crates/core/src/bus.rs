@@ -40,7 +40,17 @@ pub trait Bus: Send + Sync + std::fmt::Debug {
     /// Declares that nothing more will be published to `topic` for now: subscribers get
     /// `None` from `recv` once every message is acknowledged. Publishing reopens the topic.
     async fn close(&self, topic: &str) -> Result<(), Error>;
+
+    /// Creates `topics` where the bus needs them created (Kafka: the admin API; nothing for
+    /// the in-process and spool buses). Idempotent; the fetcher calls it at start.
+    async fn create_topics(&self, topics: &[&str]) -> Result<(), Error> {
+        let _ = topics;
+        Ok(())
+    }
 }
+
+/// Every topic of the pipeline, by role.
+pub const TOPICS: [&str; 4] = ["files", "chunks", "embedded", "dead-letters"];
 
 /// A consumer's end of a topic.
 #[async_trait]
@@ -158,6 +168,10 @@ impl Bus for Renamed {
     }
     async fn close(&self, topic: &str) -> Result<(), Error> {
         self.inner.close(self.name(topic)).await
+    }
+    async fn create_topics(&self, topics: &[&str]) -> Result<(), Error> {
+        let names: Vec<&str> = topics.iter().map(|t| self.name(t)).collect();
+        self.inner.create_topics(&names).await
     }
 }
 
@@ -1021,5 +1035,45 @@ mod tests {
             assert!(e.contains("spool://"), "{e}");
         }
         assert!(from_url("nats://x", &s, 8).is_err());
+    }
+
+    #[tokio::test]
+    async fn configured_topic_names_are_what_the_bus_underneath_sees() {
+        let store = Store::memory();
+        let cfg = crate::config::BusConfig {
+            topic_files: "prod.files".into(),
+            ..crate::config::BusConfig::default()
+        };
+        let bus = from_config(&cfg, &store).unwrap();
+        bus.publish("files", "k", Bytes::from_static(b"x"))
+            .await
+            .unwrap();
+        bus.publish("chunks", "k", Bytes::from_static(b"y"))
+            .await
+            .unwrap();
+        let keys = store.list("bus/").await.unwrap();
+        assert!(
+            keys.iter().any(|k| k.starts_with("bus/prod.files/")),
+            "{keys:?}"
+        );
+        assert!(
+            !keys.iter().any(|k| k.starts_with("bus/files/")),
+            "{keys:?}"
+        );
+        assert!(
+            keys.iter().any(|k| k.starts_with("bus/chunks/")),
+            "{keys:?}"
+        );
+        let mut sub = bus.subscribe("files", "g").await.unwrap();
+        let d = sub.recv().await.unwrap().unwrap();
+        assert_eq!(&d.payload[..], b"x");
+        d.ack().await.unwrap();
+
+        let bad = crate::config::BusConfig {
+            topic_embedded: "no spaces".into(),
+            ..crate::config::BusConfig::default()
+        };
+        let e = from_config(&bad, &store).unwrap_err().to_string();
+        assert!(e.contains("bus.topic_embedded"), "{e}");
     }
 }

@@ -263,6 +263,13 @@ impl Bus for KafkaBus {
         }
         Ok(())
     }
+
+    async fn create_topics(&self, topics: &[&str]) -> Result<(), Error> {
+        for t in topics {
+            self.ensure(t).await?;
+        }
+        Ok(())
+    }
 }
 
 /// One received message kept for (re)delivery.
@@ -579,6 +586,33 @@ mod tests {
             suite::Capabilities { bounded: None },
         )
         .await;
+    }
+
+    /// An admin that records what it was asked to create.
+    #[derive(Debug, Default)]
+    struct Recording(Mutex<Vec<String>>);
+
+    #[async_trait]
+    impl TopicAdmin for Recording {
+        async fn ensure(&self, topic: &str) -> Result<(), Error> {
+            lock(&self.0).push(topic.to_owned());
+            Ok(())
+        }
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn the_pipeline_topics_are_created_once_each() {
+        let cluster = MockCluster::new(1).unwrap();
+        let admin = Arc::new(Recording::default());
+        let b = KafkaBus::new(
+            KafkaOptions::new(&cluster.bootstrap_servers()),
+            Store::memory(),
+            admin.clone(),
+        )
+        .unwrap();
+        b.create_topics(&crate::bus::TOPICS).await.unwrap();
+        b.create_topics(&crate::bus::TOPICS).await.unwrap();
+        assert_eq!(*lock(&admin.0), crate::bus::TOPICS);
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
