@@ -14,7 +14,7 @@ use std::time::Duration;
 use trawl_core::s3_testing::S3Server;
 use trawl_core::store::Store;
 
-use crate::support::procs::{Broker, Proc, trawl};
+use crate::support::procs::{self, Broker, Proc, http, trawl};
 use crate::support::{SourceRepo, file};
 
 /// Four repositories of real code: Python standard library packages and a README.
@@ -138,18 +138,10 @@ listen = "127.0.0.1:0"
         ),
     )
     .unwrap();
-    let stage = |args: &[&str]| {
-        let mut c = trawl();
-        c.current_dir(work.path())
-            .arg("--config")
-            .arg(&config)
-            .args(args)
-            .envs(s3.env())
-            // Shorter than the injected stalls: a stalled request times out and is retried.
-            .env("AWS_TIMEOUT", "2s")
-            .env("TRAWL_LOG", "warn");
-        c
-    };
+    // Shorter than the injected stalls: a stalled request times out and is retried.
+    let mut env = s3.env();
+    env.push(("AWS_TIMEOUT".into(), "2s".into()));
+    let stage = |args: &[&str]| procs::stage(work.path(), &config, &env, args);
     let repo_args: Vec<String> = repos
         .iter()
         .flat_map(|r| ["--repo".to_owned(), r.path().display().to_string()])
@@ -305,5 +297,100 @@ listen = "127.0.0.1:0"
         "cluster {} vs clean {} chunks; missing {missing:?}, extra {extra:?}",
         cluster.len(),
         clean.len()
+    );
+}
+
+/// The compactor's `--wait` on a spool bus and a local directory: a deadline with nothing
+/// chunked, then with nothing embedded, names the stragglers and exits 3; once the workers
+/// caught up the run is complete; with no newer fetch run there is nothing to build. The
+/// chunk worker runs long-lived: its `/healthz` and `/metrics` answer, SIGTERM stops it (0).
+#[test]
+fn compactor_waits_for_the_run_and_names_the_stragglers_at_the_deadline() {
+    let src = SourceRepo::named("waits");
+    src.commit(
+        &[
+            ("a.py", file("def alpha():\n    return 1\n")),
+            (
+                "pkg/b.py",
+                file("class Beta:\n    def run(self):\n        return alpha()\n"),
+            ),
+            ("c.rs", file("fn gamma() -> u32 {\n    3\n}\n")),
+        ],
+        false,
+    );
+    let work = tempfile::tempdir().unwrap();
+    let config = work.path().join("trawl.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[store]\nurl = \"{}\"\n[bus]\nurl = \"spool://\"\n[fetch]\ncache_dir = \"{}\"\n\
+             [embed]\nembedder = \"hash\"\n[ops]\nlisten = \"127.0.0.1:0\"\n",
+            work.path().join("store").display(),
+            work.path().join("mirrors").display()
+        ),
+    )
+    .unwrap();
+    let stage = |args: &[&str]| procs::stage(work.path(), &config, &[], args);
+    let run = |args: &[&str]| {
+        let mut p = Proc::spawn(args[0], stage(args));
+        let code = p.wait(Duration::from_secs(120));
+        (code, p.output())
+    };
+    let wait = ["compactor", "--wait", "--deadline", "2s", "--poll", "200ms"];
+
+    let (code, out) = run(&["fetcher", "--repo", src.path().to_str().unwrap()]);
+    assert_eq!(code, 0, "{out}");
+    let (code, out) = run(&wait);
+    assert_eq!(code, 3, "{out}");
+    for path in ["a.py", "pkg/b.py", "c.rs"] {
+        assert!(
+            out.lines()
+                .any(|l| l.contains("waiting for chunking") && l.ends_with(path)),
+            "{path} not named:\n{out}"
+        );
+    }
+
+    let mut chunker = Proc::spawn("chunk-worker", stage(&["chunk-worker"]));
+    assert_eq!(chunker.metric_at_least("trawl_chunk_files_total", 3), 3);
+    let ops = chunker.ops();
+    assert_eq!(http::get(&format!("{ops}/healthz")).unwrap(), "ok\n");
+    chunker.signal("TERM");
+    assert_eq!(
+        chunker.wait(Duration::from_secs(60)),
+        0,
+        "{}",
+        chunker.output()
+    );
+
+    // Generation 1 was built short: the run is still waited for.
+    let (code, out) = run(&wait);
+    assert_eq!(code, 3, "{out}");
+    assert!(out.contains("built with stragglers"), "{out}");
+    assert!(
+        out.lines()
+            .any(|l| l.contains("waiting for embedding") && l.ends_with("a.py")),
+        "{out}"
+    );
+    assert!(!out.contains("waiting for chunking"), "{out}");
+
+    let (code, out) = run(&["embed-worker", "--once"]);
+    assert_eq!(code, 0, "{out}");
+    let (code, out) = run(&[
+        "compactor",
+        "--wait",
+        "--deadline",
+        "60s",
+        "--poll",
+        "200ms",
+    ]);
+    assert_eq!(code, 0, "{out}");
+    assert!(out.contains("the run is complete"), "{out}");
+    assert!(out.contains("generation 3 is live"), "{out}");
+
+    let (code, out) = run(&["compactor", "--wait", "--deadline", "1s", "--poll", "200ms"]);
+    assert_eq!(code, 3, "{out}");
+    assert!(
+        out.contains("no fetch run finished since generation 3 was built"),
+        "{out}"
     );
 }

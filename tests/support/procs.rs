@@ -14,6 +14,24 @@ pub fn trawl() -> Command {
     Command::new(env!("CARGO_BIN_EXE_trawl"))
 }
 
+/// A stage process's command: `trawl --config <config> <args>` in `work`, with `env` (the S3
+/// settings) and warnings-only logs.
+pub fn stage(
+    work: &std::path::Path,
+    config: &std::path::Path,
+    env: &[(String, String)],
+    args: &[&str],
+) -> Command {
+    let mut c = trawl();
+    c.current_dir(work)
+        .arg("--config")
+        .arg(config)
+        .args(args)
+        .envs(env.iter().cloned())
+        .env("TRAWL_LOG", "warn");
+    c
+}
+
 /// The tansu broker binary.
 pub fn tansu() -> PathBuf {
     if let Some(p) = std::env::var_os("TRAWL_TANSU") {
@@ -170,7 +188,7 @@ pub fn metric(ops: &str, name: &str) -> u64 {
         .unwrap_or(0)
 }
 
-mod http {
+pub mod http {
     /// A GET over plain HTTP/1.1 on loopback (the test needs no HTTP client crate).
     pub fn get(url: &str) -> std::io::Result<String> {
         use std::io::{Read, Write};

@@ -93,16 +93,7 @@ fn chunks_in(store: &Store, cache: &Path, rt: &tokio::runtime::Runtime) -> usize
 /// Runs the stage processes with `config`; the seconds from the fetcher's start to the
 /// compactor's exit.
 fn stages(work: &Path, config: &Path, env: &[(String, String)], repos: &[PathBuf]) -> f64 {
-    let stage = |args: &[&str]| {
-        let mut c = trawl();
-        c.current_dir(work)
-            .arg("--config")
-            .arg(config)
-            .args(args)
-            .envs(env.iter().cloned())
-            .env("TRAWL_LOG", "warn");
-        c
-    };
+    let stage = |args: &[&str]| procs::stage(work, config, env, args);
     let mut chunker = Proc::spawn("chunk-worker", stage(&["chunk-worker"]));
     let mut embedder = Proc::spawn("embed-worker", stage(&["embed-worker"]));
     chunker.ops();

@@ -341,10 +341,23 @@ async fn wait(
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner) = line;
     };
-    // First the run: a fetch run that finished since the live generation was built.
-    let built = trawl_compactor::generation::live(store)
+    // First the run: a fetch run that finished since the live generation was built — or
+    // any, when the live generation was built at a deadline with stragglers (its run is not
+    // done yet).
+    let mut built = trawl_compactor::generation::live(store)
         .await?
         .map(|m| (m.generation, m.created_at));
+    if let (Some((generation, _)), Some(report)) = (
+        &built,
+        trawl_compactor::live::latest_report(store, "compact").await?,
+    ) && report["generation"].as_u64() == Some(*generation)
+        && report["complete"] == false
+    {
+        eprintln!(
+            "compactor: generation {generation} was built with stragglers; waiting for its run to finish"
+        );
+        built = None;
+    }
     let run = loop {
         let since = built.as_ref().map(|(_, at)| at.as_str());
         if let Some(run) = trawl_compactor::live::fetch_run_since(store, since).await? {

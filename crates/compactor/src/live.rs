@@ -289,34 +289,38 @@ pub struct FetchRun {
     pub finished_at: String,
 }
 
+/// The newest run report of `stage` (`fetch`, `embed`, `compact`), as JSON. Run ids begin
+/// with their start time, so reports are read newest first and the search stops at the first
+/// one of the stage.
+pub async fn latest_report(
+    store: &Store,
+    stage: &str,
+) -> Result<Option<serde_json::Value>, CompactError> {
+    let mut keys = store.list("runs/").await?;
+    keys.reverse();
+    for key in &keys {
+        let Ok(Some(r)) = store.get_json::<serde_json::Value>(key).await else {
+            continue;
+        };
+        if r["stage"] == stage {
+            return Ok(Some(r));
+        }
+    }
+    Ok(None)
+}
+
 /// The newest fetch run that finished at or after `since` (RFC 3339; `None`: any).
-/// Run ids begin with their start time, so reports are read newest first and the search
-/// stops at the first fetch run.
 pub async fn fetch_run_since(
     store: &Store,
     since: Option<&str>,
 ) -> Result<Option<FetchRun>, CompactError> {
-    #[derive(Deserialize)]
-    struct Report {
-        run: String,
-        stage: String,
-        #[serde(default)]
-        finished_at: String,
-    }
-    let mut keys = store.list("runs/").await?;
-    keys.reverse();
-    for key in &keys {
-        let Ok(Some(r)) = store.get_json::<Report>(key).await else {
-            continue;
-        };
-        if r.stage != "fetch" {
-            continue;
-        }
-        let fresh = since.is_none_or(|s| r.finished_at.as_str() >= s);
-        return Ok(fresh.then_some(FetchRun {
-            run: r.run,
-            finished_at: r.finished_at,
-        }));
-    }
-    Ok(None)
+    let Some(r) = latest_report(store, "fetch").await? else {
+        return Ok(None);
+    };
+    let run = FetchRun {
+        run: r["run"].as_str().unwrap_or_default().to_owned(),
+        finished_at: r["finished_at"].as_str().unwrap_or_default().to_owned(),
+    };
+    let fresh = since.is_none_or(|s| run.finished_at.as_str() >= s);
+    Ok(fresh.then_some(run))
 }
