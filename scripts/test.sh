@@ -36,6 +36,17 @@ bash scripts/fetch-model.sh
 echo "== cargo test"
 test_log=$(mktemp)
 cargo test --workspace --locked 2>&1 | tee "$test_log"
+# The deployment (k8s/ overlays, terraform/): rendered, schema-validated, cross-references
+# resolved, the ConfigMaps' trawl.toml loaded by the binary just built; then planted mistakes
+# must be caught. kubeconform and terraform are not on the reachable registries: the script
+# uses the Kubernetes OpenAPI schemas of kubernetes-validate and parses HCL with python-hcl2.
+echo "== deployment checks"
+if ! python3 -c "import yaml, hcl2, kubernetes_validate" >/dev/null 2>&1; then
+  python3 -m pip install -q --disable-pip-version-check pyyaml==6.0.3 python-hcl2==8.1.4 kubernetes-validate==1.37.0
+fi
+target_dir=$(cargo metadata --format-version 1 --no-deps | python3 -c 'import json, sys; print(json.load(sys.stdin)["target_directory"])')
+python3 scripts/check-deploy.py --trawl "$target_dir/debug/trawl" --self-test
+
 echo "== benchmarks compile (debug profile: CI never builds release)"
 cargo build --workspace --all-targets --locked
 

@@ -195,8 +195,9 @@ pub fn from_url(url: &str, store: &Store, capacity: usize) -> Result<Arc<dyn Bus
     }
 }
 
-/// `kafka://host:port[,host:port…][?partitions=N&replication=R]`: topics the bus creates get
-/// N partitions (default 12) and replication factor R (default 3).
+/// `kafka://host:port[,host:port…][?partitions=N&replication=R&tls=true]`: topics the bus
+/// creates get N partitions (default 12) and replication factor R (default 3); `tls=true`
+/// connects with TLS (MSK's TLS listener).
 #[cfg(feature = "kafka")]
 fn kafka_from_url(url: &str, store: &Store) -> Result<Arc<dyn Bus>, Error> {
     let bad = |reason: String| Error::BusUrl {
@@ -209,31 +210,32 @@ fn kafka_from_url(url: &str, store: &Store) -> Result<Arc<dyn Bus>, Error> {
         return Err(bad("no brokers: use kafka://host:port[,host:port]".into()));
     }
     let (mut partitions, mut replication) = (12, 3);
+    let mut opts = crate::kafka::KafkaOptions::new(brokers);
     for pair in query.split('&').filter(|p| !p.is_empty()) {
         let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
-        let n: i32 = v
-            .parse()
-            .map_err(|_| bad(format!("{k}={v:?} is not a number")))?;
+        let number = || {
+            v.parse::<i32>()
+                .map_err(|_| bad(format!("{k}={v:?} is not a number")))
+        };
         match k {
-            "partitions" => partitions = n,
-            "replication" => replication = n,
+            "partitions" => partitions = number()?,
+            "replication" => replication = number()?,
+            "tls" => {
+                opts.tls = match v {
+                    "true" => true,
+                    "false" => false,
+                    _ => return Err(bad(format!("tls={v:?}: use true or false"))),
+                }
+            }
             other => {
                 return Err(bad(format!(
-                    "unknown parameter {other:?}: use partitions or replication"
+                    "unknown parameter {other:?}: use partitions, replication or tls"
                 )));
             }
         }
     }
-    let admin = Arc::new(crate::kafka::AdminApi::new(
-        brokers,
-        partitions,
-        replication,
-    ));
-    let bus = crate::kafka::KafkaBus::new(
-        crate::kafka::KafkaOptions::new(brokers),
-        store.clone(),
-        admin,
-    )?;
+    let admin = Arc::new(crate::kafka::AdminApi::new(&opts, partitions, replication));
+    let bus = crate::kafka::KafkaBus::new(opts, store.clone(), admin)?;
     Ok(Arc::new(bus))
 }
 
@@ -1026,7 +1028,12 @@ mod tests {
             let e = from_url("kafka://localhost:9092?shards=3", &s, 8)
                 .unwrap_err()
                 .to_string();
-            assert!(e.contains("partitions or replication"), "{e}");
+            assert!(e.contains("partitions, replication or tls"), "{e}");
+            assert!(from_url("kafka://h:9094?tls=true", &s, 8).is_ok());
+            let e = from_url("kafka://h:9094?tls=yes", &s, 8)
+                .unwrap_err()
+                .to_string();
+            assert!(e.contains("use true or false"), "{e}");
             assert!(from_url("kafka://", &s, 8).is_err());
         } else {
             let e = from_url("kafka://localhost:9092", &s, 8)

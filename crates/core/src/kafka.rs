@@ -50,15 +50,15 @@ pub trait TopicAdmin: Send + Sync + std::fmt::Debug {
 /// Topic creation through Kafka's admin API.
 #[derive(Debug)]
 pub struct AdminApi {
-    brokers: String,
+    opts: KafkaOptions,
     partitions: i32,
     replication: i32,
 }
 
 impl AdminApi {
-    pub fn new(brokers: &str, partitions: i32, replication: i32) -> Self {
+    pub fn new(opts: &KafkaOptions, partitions: i32, replication: i32) -> Self {
         Self {
-            brokers: brokers.to_owned(),
+            opts: opts.clone(),
             partitions,
             replication,
         }
@@ -69,10 +69,8 @@ impl AdminApi {
 impl TopicAdmin for AdminApi {
     async fn ensure(&self, topic: &str) -> Result<(), Error> {
         use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
-        let admin: AdminClient<rdkafka::client::DefaultClientContext> = ClientConfig::new()
-            .set("bootstrap.servers", &self.brokers)
-            .create()
-            .map_err(bus_err)?;
+        let admin: AdminClient<rdkafka::client::DefaultClientContext> =
+            self.opts.client().create().map_err(bus_err)?;
         let new = NewTopic::new(
             topic,
             self.partitions,
@@ -105,6 +103,9 @@ pub struct KafkaOptions {
     pub max_inline: usize,
     /// librdkafka's group session timeout.
     pub session_timeout_ms: u32,
+    /// Connect with TLS (`security.protocol=ssl`; the system's CA roots), as MSK's TLS
+    /// listener wants.
+    pub tls: bool,
 }
 
 impl KafkaOptions {
@@ -113,7 +114,18 @@ impl KafkaOptions {
             brokers: brokers.to_owned(),
             max_inline: 900 * 1024,
             session_timeout_ms: 10_000,
+            tls: false,
         }
+    }
+
+    /// A client configuration with the brokers and the security protocol.
+    fn client(&self) -> ClientConfig {
+        let mut c = ClientConfig::new();
+        c.set("bootstrap.servers", &self.brokers);
+        if self.tls {
+            c.set("security.protocol", "ssl");
+        }
+        c
     }
 }
 
@@ -138,8 +150,8 @@ impl KafkaBus {
         store: Store,
         admin: Arc<dyn TopicAdmin>,
     ) -> Result<Self, Error> {
-        let producer: FutureProducer = ClientConfig::new()
-            .set("bootstrap.servers", &opts.brokers)
+        let producer: FutureProducer = opts
+            .client()
             .set("enable.idempotence", "true")
             .set("acks", "all")
             .set("message.timeout.ms", "60000")
@@ -231,8 +243,9 @@ impl Bus for KafkaBus {
 
     async fn subscribe(&self, topic: &str, group: &str) -> Result<Box<dyn Subscription>, Error> {
         self.ensure(topic).await?;
-        let consumer: StreamConsumer = ClientConfig::new()
-            .set("bootstrap.servers", &self.opts.brokers)
+        let consumer: StreamConsumer = self
+            .opts
+            .client()
             .set("group.id", group)
             .set("enable.auto.commit", "false")
             .set("enable.auto.offset.store", "false")
