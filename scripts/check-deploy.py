@@ -190,7 +190,7 @@ def key(o):
 # checks on one rendered overlay
 
 def check_overlay(name, objs, trawl, external):
-    where = f"k8s/overlays/{name}"
+    where = os.path.normpath(f"k8s/overlays/{name}")
     by = {}
     for o in objs:
         if key(o) in by:
@@ -462,27 +462,29 @@ def check(base, trawl, quiet=False):
         for sec in d["secrets"]:
             external[sec["name"]] = set(sec["keys"])
     kubectl = shutil.which("kubectl")
-    overlays = sorted(os.listdir(os.path.join(base, "k8s", "overlays")))
+    # The base too: it must stand on its own (its config is what an overlay starts from).
+    overlays = ["../base"] + sorted(os.listdir(os.path.join(base, "k8s", "overlays")))
     for name in overlays:
-        d = os.path.join(base, "k8s", "overlays", name)
+        d = os.path.normpath(os.path.join(base, "k8s", "overlays", name))
         try:
             objs = render(d)
         except (KeyError, IndexError, ValueError, TypeError) as e:
-            problem(f"k8s/overlays/{name}", f"cannot render: {e!r}")
+            problem(os.path.normpath(f"k8s/overlays/{name}"), f"cannot render: {e!r}")
             continue
         if kubectl:
             r = subprocess.run([kubectl, "kustomize", d], capture_output=True, text=True)
             if r.returncode != 0:
-                problem(f"k8s/overlays/{name}", f"kubectl kustomize failed: {r.stderr.strip()}")
+                problem(os.path.normpath(f"k8s/overlays/{name}"), f"kubectl kustomize failed: {r.stderr.strip()}")
             else:
                 theirs = sorted(json.dumps(o, sort_keys=True) for o in yaml.safe_load_all(r.stdout) if o)
                 ours = sorted(json.dumps(o, sort_keys=True) for o in objs)
                 if theirs != ours:
                     diff = set(theirs) ^ set(ours)
-                    problem(f"k8s/overlays/{name}", f"kubectl kustomize renders differently: {sorted(diff)[:2]}")
+                    problem(os.path.normpath(f"k8s/overlays/{name}"),
+                            f"kubectl kustomize renders differently: {sorted(diff)[:2]}")
         check_overlay(name, objs, trawl, external)
         if not quiet:
-            print(f"k8s/overlays/{name}: {len(objs)} objects"
+            print(f"{os.path.normpath(f'k8s/overlays/{name}')}: {len(objs)} objects"
                   + (", the same as kubectl kustomize renders" if kubectl else ""))
     check_terraform(base)
     if not quiet:
