@@ -19,44 +19,33 @@ use std::collections::HashSet;
 use std::time::Instant;
 
 use trawl_compactor::build::{BuildOptions, LiveDoc, build};
-use trawl_compactor::docs::{DOC_VERSION, DocRow};
+use trawl_compactor::docs::DocRow;
 use trawl_compactor::segment::{self, SpaceInfo, VectorData};
 use trawl_compactor::testing::{clustered, unit};
-use trawl_core::ids::RepoId;
 use trawl_core::store::Store;
 
 const DIMS: usize = 1024;
 
 fn synthetic_doc(i: u64) -> DocRow {
-    let repo = RepoId::parse("github.com/acme/mono").expect("repo");
     let path = format!("svc{}/mod{}.py", i % 97, i / 1000);
     let symbol = format!("handler_{i}");
+    let text = format!(
+        "def {symbol}(request, retries={}):\n    \"\"\"Handle request {i}.\"\"\"\n    return dispatch(request, attempt={})\n",
+        i % 5,
+        i % 13
+    );
     DocRow {
-        schema_version: DOC_VERSION,
-        ord: 0,
-        chunk_id: trawl_core::hash::chunk_id(&repo, &path, "function", &symbol, 0),
+        // Hashed from the symbol alone, as the benchmark has always done.
         content_hash: trawl_core::hash::content_hash("1", &path, &symbol),
-        has_vector: true,
-        repo_id: repo,
-        commit: "c".repeat(40).parse().expect("commit"),
-        path: path.clone(),
-        language: "python".into(),
-        kind: "function".into(),
-        symbol: Some(symbol.clone()),
-        qualified_name: Some(symbol.clone()),
         header: format!("{path} · function {symbol} · python"),
-        text: format!(
-            "def {symbol}(request, retries={}):\n    \"\"\"Handle request {i}.\"\"\"\n    return dispatch(request, attempt={})\n",
-            i % 5,
-            i % 13
-        ),
-        start_line: 1,
-        end_line: 3,
-        parent_id: None,
-        children_ids: vec![],
         calls: vec!["dispatch".into()],
-        call_ids: vec![],
-        imports: vec![],
+        ..trawl_compactor::testing::function_doc(
+            "github.com/acme/mono",
+            &path,
+            &symbol,
+            &text,
+            (1, 3),
+        )
     }
 }
 

@@ -30,3 +30,39 @@ pub fn clustered(i: u64, dims: usize) -> Vec<f32> {
     let noise = unit(i, dims);
     normalized(c.iter().zip(&noise).map(|(a, b)| a + 0.6 * b).collect())
 }
+
+/// A doc for a Python function `symbol` in `repo` at `path`, lines `lines`, with `text`: the
+/// one shape every test and benchmark of the index starts from (change fields with struct
+/// update syntax).
+pub fn function_doc(
+    repo: &str,
+    path: &str,
+    symbol: &str,
+    text: &str,
+    lines: (u32, u32),
+) -> crate::docs::DocRow {
+    let repo = trawl_core::ids::RepoId::parse(repo).expect("a valid repository id");
+    crate::docs::DocRow {
+        schema_version: crate::docs::DOC_VERSION,
+        ord: 0,
+        chunk_id: trawl_core::hash::chunk_id(&repo, path, "function", symbol, 0),
+        content_hash: trawl_core::hash::content_hash("1", path, text),
+        has_vector: true,
+        repo_id: repo,
+        commit: "c".repeat(40).parse().expect("a valid commit"),
+        path: path.to_owned(),
+        language: "python".into(),
+        kind: "function".into(),
+        symbol: Some(symbol.to_owned()),
+        qualified_name: Some(symbol.to_owned()),
+        header: String::new(),
+        text: text.to_owned(),
+        start_line: lines.0,
+        end_line: lines.1,
+        parent_id: None,
+        children_ids: vec![],
+        calls: vec![],
+        call_ids: vec![],
+        imports: vec![],
+    }
+}

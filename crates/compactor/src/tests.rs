@@ -4,43 +4,24 @@
 use std::collections::{BTreeMap, HashSet};
 use std::sync::Arc;
 
-use trawl_core::ids::RepoId;
 use trawl_core::store::Store;
 
 use crate::build::{BuildOptions, LiveDoc, build};
-use crate::docs::{DOC_VERSION, DocRow};
+use crate::docs::DocRow;
 use crate::generation::{self, Manifest};
 use crate::segment::{self, SpaceInfo, VectorData};
 use crate::testing::unit;
 use crate::{CompactError, Progress, Quiet};
 
 fn doc(i: u64, text: &str) -> DocRow {
-    let repo = RepoId::parse("github.com/acme/shop").unwrap();
-    let path = format!("src/mod{}.py", i / 10);
-    let symbol = format!("handler_{i}");
-    DocRow {
-        schema_version: DOC_VERSION,
-        ord: 0,
-        chunk_id: trawl_core::hash::chunk_id(&repo, &path, "function", &symbol, 0),
-        content_hash: trawl_core::hash::content_hash("1", &path, text),
-        has_vector: true,
-        repo_id: repo,
-        commit: "c".repeat(40).parse().unwrap(),
-        path,
-        language: "python".into(),
-        kind: "function".into(),
-        symbol: Some(symbol.clone()),
-        qualified_name: Some(symbol),
-        header: String::new(),
-        text: text.to_owned(),
-        start_line: 1 + (i % 10) as u32 * 5,
-        end_line: 5 + (i % 10) as u32 * 5,
-        parent_id: None,
-        children_ids: vec![],
-        calls: vec![],
-        call_ids: vec![],
-        imports: vec![],
-    }
+    let lines = (1 + (i % 10) as u32 * 5, 5 + (i % 10) as u32 * 5);
+    crate::testing::function_doc(
+        "github.com/acme/shop",
+        &format!("src/mod{}.py", i / 10),
+        &format!("handler_{i}"),
+        text,
+        lines,
+    )
 }
 
 fn corpus(n: u64, dims: usize) -> Vec<LiveDoc> {

@@ -27,7 +27,7 @@ use trawl_compactor::testing::normalized;
 use trawl_core::ids::RepoId;
 use trawl_core::store::Store;
 use trawl_query::index::Generation;
-use trawl_query::search::{self, Filter, Params};
+use trawl_query::search::{self, Filter};
 use trawl_query::{Access, Mode, SearchRequest};
 
 const DIMS: usize = 1024;
@@ -158,7 +158,15 @@ fn run_one(g: &Generation, q: &Query, mode: Mode) -> usize {
     req.mode = mode;
     let filter = Filter::new(&req, Access::all()).expect("filter");
     let v = (mode != Mode::Lexical).then_some(&q.vector);
-    let ranked = search::candidates(g, &req, 10, filter, v, &Params::default()).expect("search");
+    let ranked = search::candidates(
+        g,
+        &req,
+        10,
+        filter,
+        v,
+        &trawl_core::config::QueryConfig::default(),
+    )
+    .expect("search");
     search::finish(g, &ranked.candidates, 10, false, &Access::all()).len()
 }
 

@@ -20,36 +20,6 @@ use crate::access::{Access, globset};
 use crate::index::{Generation, Segment, is_definition, normalize_symbol};
 use crate::request::{Cited, Context, Hit, Mode, SearchRequest};
 
-/// Retrieval knobs (see `[query]` in the configuration).
-#[derive(Clone, Debug)]
-pub struct Params {
-    pub rrf_k: f64,
-    pub weight_vector: f64,
-    pub weight_lexical: f64,
-    pub identifier_lexical_weight: f64,
-    pub phrase_weight: f32,
-    pub candidates: usize,
-}
-
-impl From<&QueryConfig> for Params {
-    fn from(c: &QueryConfig) -> Self {
-        Self {
-            rrf_k: c.rrf_k,
-            weight_vector: c.weight_vector,
-            weight_lexical: c.weight_lexical,
-            identifier_lexical_weight: c.identifier_lexical_weight,
-            phrase_weight: c.phrase_weight,
-            candidates: c.candidates,
-        }
-    }
-}
-
-impl Default for Params {
-    fn default() -> Self {
-        Self::from(&QueryConfig::default())
-    }
-}
-
 /// What restricts the docs a search may touch: the request's filters and the caller's access.
 #[derive(Debug)]
 pub struct Filter {
@@ -188,7 +158,7 @@ pub fn candidates(
     k: usize,
     filter: Filter,
     vector: Option<&VectorData>,
-    params: &Params,
+    params: &QueryConfig,
 ) -> Result<Ranked, QueryError> {
     let mut notes = Vec::new();
     let mode = req.mode;

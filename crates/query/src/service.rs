@@ -8,7 +8,7 @@ use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant};
 
 use trawl_compactor::{SpaceInfo, VectorData};
-use trawl_core::config::{Config, EmbedConfig};
+use trawl_core::config::{Config, EmbedConfig, QueryConfig};
 use trawl_core::store::Store;
 use trawl_embed_worker::{Embedder, InputType, Vector};
 
@@ -17,7 +17,7 @@ use crate::access::Access;
 use crate::index::{Generation, prune_cache};
 use crate::request::{SearchRequest, SearchResponse};
 use crate::rerank::Reranker;
-use crate::search::{self, Filter, Params};
+use crate::search::{self, Filter};
 
 /// Counters of the service, exported on `/metrics`.
 #[derive(Debug, Default)]
@@ -95,7 +95,7 @@ pub struct Searcher {
     embed: EmbedConfig,
     /// The embedder to try first (`embed.embedder`, or `--embedder`).
     preferred: String,
-    params: Params,
+    params: QueryConfig,
     ef_search: usize,
     pub max_k: usize,
     pub max_query_bytes: usize,
@@ -154,7 +154,7 @@ impl Searcher {
             cache,
             embed: cfg.embed.clone(),
             preferred: embedder.unwrap_or(&cfg.embed.embedder).to_owned(),
-            params: Params::from(q),
+            params: q.clone(),
             ef_search: q.ef_search,
             max_k: q.max_k,
             max_query_bytes: q.max_query_bytes,

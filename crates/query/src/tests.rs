@@ -4,15 +4,14 @@
 use std::collections::HashSet;
 
 use trawl_compactor::build::{BuildOptions, LiveDoc, build};
-use trawl_compactor::docs::{DOC_VERSION, DocRow};
 use trawl_compactor::{Quiet, SpaceInfo, VectorData};
-use trawl_core::ids::RepoId;
+use trawl_core::config::QueryConfig;
 use trawl_core::store::Store;
 
 use crate::access::Access;
 use crate::index::Generation;
 use crate::request::{Mode, SearchRequest};
-use crate::search::{self, Filter, Params};
+use crate::search::{self, Filter};
 
 const DIMS: usize = 32;
 
@@ -21,33 +20,14 @@ fn unit(seed: u64) -> Vec<f32> {
 }
 
 fn live(i: u64, repo: &str, text: &str) -> LiveDoc {
-    let repo = RepoId::parse(repo).unwrap();
-    let path = format!("src/m{i}.py");
-    let symbol = format!("handler_{i}");
     LiveDoc {
-        doc: DocRow {
-            schema_version: DOC_VERSION,
-            ord: 0,
-            chunk_id: trawl_core::hash::chunk_id(&repo, &path, "function", &symbol, 0),
-            content_hash: trawl_core::hash::content_hash("1", &path, text),
-            has_vector: true,
-            repo_id: repo,
-            commit: "c".repeat(40).parse().unwrap(),
-            path,
-            language: "python".into(),
-            kind: "function".into(),
-            symbol: Some(symbol.clone()),
-            qualified_name: Some(symbol),
-            header: String::new(),
-            text: text.to_owned(),
-            start_line: 1,
-            end_line: 3,
-            parent_id: None,
-            children_ids: vec![],
-            calls: vec![],
-            call_ids: vec![],
-            imports: vec![],
-        },
+        doc: trawl_compactor::testing::function_doc(
+            repo,
+            &format!("src/m{i}.py"),
+            &format!("handler_{i}"),
+            text,
+            (1, 3),
+        ),
         vector: Some(VectorData::F32(unit(i))),
     }
 }
@@ -104,7 +84,7 @@ fn vector_search(
 ) -> Vec<(u32, u32, f64)> {
     let filter = Filter::new(req, access.clone()).unwrap();
     let v = VectorData::F32(q.to_vec());
-    search::candidates(g, req, 10, filter, Some(&v), &Params::default())
+    search::candidates(g, req, 10, filter, Some(&v), &QueryConfig::default())
         .unwrap()
         .candidates
 }
@@ -182,7 +162,7 @@ async fn a_remote_store_is_cached_new_generations_download_only_new_segments_and
         5,
         Filter::new(&lex, Access::all()).unwrap(),
         None,
-        &Params::default(),
+        &QueryConfig::default(),
     )
     .unwrap();
     let top = &ranked.candidates[0];
