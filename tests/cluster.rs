@@ -156,12 +156,7 @@ listen = "127.0.0.1:0"
 
     let mut chunker = Proc::spawn("chunk-worker 1", stage(&["chunk-worker"]));
     let mut fetcher = Proc::spawn("fetcher", stage(&[&["fetcher"][..], &repo_args].concat()));
-    assert_eq!(
-        fetcher.wait(Duration::from_secs(180)),
-        0,
-        "{}",
-        fetcher.output()
-    );
+    fetcher.succeeds(Duration::from_secs(180));
     let files: u64 = fetcher
         .output()
         .lines()
@@ -213,18 +208,8 @@ listen = "127.0.0.1:0"
     // SIGTERM: the workers finish, commit and exit cleanly.
     chunker.signal("TERM");
     embedder.signal("TERM");
-    assert_eq!(
-        chunker.wait(Duration::from_secs(60)),
-        0,
-        "{}",
-        chunker.output()
-    );
-    assert_eq!(
-        embedder.wait(Duration::from_secs(60)),
-        0,
-        "{}",
-        embedder.output()
-    );
+    chunker.succeeds(Duration::from_secs(60));
+    embedder.succeeds(Duration::from_secs(60));
 
     let injected = (
         s3.faults.unavailable.load(Ordering::Relaxed),
@@ -355,12 +340,7 @@ fn compactor_waits_for_the_run_and_names_the_stragglers_at_the_deadline() {
     let ops = chunker.ops();
     assert_eq!(http::get(&format!("{ops}/healthz")).unwrap(), "ok\n");
     chunker.signal("TERM");
-    assert_eq!(
-        chunker.wait(Duration::from_secs(60)),
-        0,
-        "{}",
-        chunker.output()
-    );
+    chunker.succeeds(Duration::from_secs(60));
 
     // Generation 1 was built short: the run is still waited for.
     let (code, out) = run(&wait);

@@ -153,6 +153,12 @@ impl Proc {
         assert!(ok, "kill -{sig} {}", self.name);
     }
 
+    /// Waits for the exit and requires it to be 0 (the output is in the failure).
+    pub fn succeeds(&mut self, limit: Duration) {
+        let code = self.wait(limit);
+        assert_eq!(code, 0, "{} exited {code}\n{}", self.name, self.output());
+    }
+
     /// Waits for the exit; the exit code.
     pub fn wait(&mut self, limit: Duration) -> i32 {
         let deadline = Instant::now() + limit;

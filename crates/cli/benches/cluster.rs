@@ -111,18 +111,8 @@ fn stages(work: &Path, config: &Path, env: &[(String, String)], repos: &[PathBuf
         "compactor",
         stage(&["compactor", "--wait", "--poll", "1s", "--deadline", "1h"]),
     );
-    assert_eq!(
-        fetcher.wait(Duration::from_secs(3600)),
-        0,
-        "{}",
-        fetcher.output()
-    );
-    assert_eq!(
-        compactor.wait(Duration::from_secs(3600)),
-        0,
-        "{}",
-        compactor.output()
-    );
+    fetcher.succeeds(Duration::from_secs(3600));
+    compactor.succeeds(Duration::from_secs(3600));
     let seconds = started.elapsed().as_secs_f64();
     chunker.signal("TERM");
     embedder.signal("TERM");
