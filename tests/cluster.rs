@@ -14,7 +14,7 @@ use std::time::Duration;
 use trawl_core::s3_testing::S3Server;
 use trawl_core::store::Store;
 
-use crate::support::procs::{self, Broker, Proc, http, trawl};
+use crate::support::procs::{self, Broker, Proc, http};
 use crate::support::{SourceRepo, file};
 
 /// Four repositories of real code: Python standard library packages and a README.
@@ -224,21 +224,11 @@ listen = "127.0.0.1:0"
 
     // The clean run: the same repositories, in one process, on a local directory.
     let clean_dir = work.path().join("clean");
-    let out = trawl()
-        .current_dir(work.path())
-        .args(["--store", clean_dir.to_str().unwrap()])
-        .args([
-            "--set",
-            &format!("fetch.cache_dir={}", work.path().join("mirrors2").display()),
-        ])
-        .args(["index", "--embedder", "hash"])
-        .args(repos.iter().map(SourceRepo::path))
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+    procs::index_in_process(
+        work.path(),
+        &clean_dir,
+        &work.path().join("mirrors2"),
+        repos.iter().map(SourceRepo::path),
     );
 
     let opts = s3.options();

@@ -14,6 +14,31 @@ pub fn trawl() -> Command {
     Command::new(env!("CARGO_BIN_EXE_trawl"))
 }
 
+/// `trawl index --embedder hash <repos>` in one process into the store `store` (mirrors in
+/// `mirrors`): the reference the cluster is compared and measured against. Panics with its
+/// stderr unless it succeeds.
+pub fn index_in_process(
+    work: &std::path::Path,
+    store: &std::path::Path,
+    mirrors: &std::path::Path,
+    repos: impl IntoIterator<Item = PathBuf>,
+) {
+    let out = trawl()
+        .current_dir(work)
+        .arg("--store")
+        .arg(store)
+        .args(["--set", &format!("fetch.cache_dir={}", mirrors.display())])
+        .args(["index", "--embedder", "hash"])
+        .args(repos)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
 /// A stage process's command: `trawl --config <config> <args>` in `work`, with `env` (the S3
 /// settings) and warnings-only logs.
 pub fn stage(
@@ -97,22 +122,17 @@ impl Proc {
         self.lines.lock().unwrap().join("\n")
     }
 
-    /// The ops endpoint the process printed (`ops.listen` is port 0).
-    pub fn ops(&self) -> String {
-        let deadline = Instant::now() + Duration::from_secs(60);
+    /// Calls `probe` every 20 ms until it gives a value; fails after `limit` with `what`
+    /// and the process's output.
+    fn poll<T>(&self, limit: Duration, what: &str, mut probe: impl FnMut() -> Option<T>) -> T {
+        let deadline = Instant::now() + limit;
         loop {
-            if let Some(l) = self
-                .lines
-                .lock()
-                .unwrap()
-                .iter()
-                .find_map(|l| l.split_once("/metrics on ").map(|(_, a)| a.to_owned()))
-            {
-                return l;
+            if let Some(v) = probe() {
+                return v;
             }
             assert!(
                 Instant::now() < deadline,
-                "{}: no ops line\n{}",
+                "{}: {what}\n{}",
                 self.name,
                 self.output()
             );
@@ -120,23 +140,25 @@ impl Proc {
         }
     }
 
+    /// The ops endpoint the process printed (`ops.listen` is port 0).
+    pub fn ops(&self) -> String {
+        self.poll(Duration::from_secs(60), "no ops line", || {
+            self.lines
+                .lock()
+                .unwrap()
+                .iter()
+                .find_map(|l| l.split_once("/metrics on ").map(|(_, a)| a.to_owned()))
+        })
+    }
+
     /// Polls a counter of the process's `/metrics` until it reaches `n`; its value then.
     pub fn metric_at_least(&self, name: &str, n: u64) -> u64 {
         let ops = self.ops();
-        let deadline = Instant::now() + Duration::from_secs(180);
-        loop {
-            let v = metric(&ops, name);
-            if v >= n {
-                return v;
-            }
-            assert!(
-                Instant::now() < deadline,
-                "{}: {name} stays at {v}\n{}",
-                self.name,
-                self.output()
-            );
-            std::thread::sleep(Duration::from_millis(20));
-        }
+        self.poll(
+            Duration::from_secs(180),
+            &format!("{name} stays below {n}"),
+            || Some(metric(&ops, name)).filter(|v| *v >= n),
+        )
     }
 
     pub fn kill(&mut self) {

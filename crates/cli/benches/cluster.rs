@@ -22,7 +22,7 @@ use std::time::{Duration, Instant};
 #[path = "../../../tests/support/procs.rs"]
 mod procs;
 
-use procs::{Broker, Proc, trawl};
+use procs::{Broker, Proc};
 use trawl_core::store::Store;
 
 /// Builds 8 git repositories from the first `n` stdlib files (sorted paths, dealt round-robin
@@ -148,23 +148,8 @@ fn main() {
     // In one process.
     let dir = work.path().join("index-store");
     let started = Instant::now();
-    let out = trawl()
-        .current_dir(work.path())
-        .args(["--store", dir.to_str().unwrap()])
-        .args([
-            "--set",
-            &format!("fetch.cache_dir={}", work.path().join("m0").display()),
-        ])
-        .args(["index", "--embedder", "hash"])
-        .args(&repos)
-        .output()
-        .unwrap();
+    procs::index_in_process(work.path(), &dir, &work.path().join("m0"), repos.clone());
     let seconds = started.elapsed().as_secs_f64();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
     let store = Store::from_url(dir.to_str().unwrap()).unwrap();
     rows.push((
         "index (one process)",
