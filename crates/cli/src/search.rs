@@ -257,7 +257,8 @@ pub async fn serve(cfg: &Config, args: ServeArgs) -> anyhow::Result<ExitCode> {
 #[derive(clap::Args)]
 pub struct EvalArgs {
     /// The query set: JSON lines `{"id","query","kind","targets":[{"repo","path",
-    /// "start_line","end_line"}]}` (a target's repo may be a pattern; `*` matches any).
+    /// "start_line","end_line"}],"split"}` (a target's repo may be a pattern; `*` matches any;
+    /// `split`, optional, is `tune` or `test`: a table is printed per split).
     queries: PathBuf,
 
     /// Modes to evaluate, comma-separated: hybrid, vector, lexical.
@@ -267,6 +268,20 @@ pub struct EvalArgs {
     /// A name for this run in the table (e.g. "ast · local").
     #[arg(long)]
     label: Option<String>,
+
+    /// Only the queries of this split (`tune`, `test`).
+    #[arg(long)]
+    split: Option<String>,
+
+    /// Also evaluate the default with each ranking change switched off in turn (hybrid).
+    #[arg(long)]
+    ablate: bool,
+
+    /// The store of a naive index of the same repositories (`--set chunk.strategy=windows`):
+    /// evaluated as naive RAG — its windows, plain BM25 and the vector arm, RRF k=60 — and
+    /// printed beside this one.
+    #[arg(long, value_name = "STORE")]
+    baseline: Option<String>,
 
     /// Print the reports as JSON.
     #[arg(long)]
@@ -281,70 +296,143 @@ pub struct EvalArgs {
     embedder: Option<String>,
 }
 
+/// One evaluated configuration: a searcher, its knobs, a mode.
+struct Run {
+    name: String,
+    mode: Mode,
+    results: Vec<Vec<trawl_query::Hit>>,
+}
+
+async fn run_queries(
+    searcher: &trawl_query::Searcher,
+    queries: &[trawl_query::eval::EvalQuery],
+    params: &trawl_core::config::QueryConfig,
+    mode: Mode,
+    name: &str,
+) -> anyhow::Result<Vec<Vec<trawl_query::Hit>>> {
+    let bar = indicatif::ProgressBar::new(queries.len() as u64).with_message(name.to_owned());
+    bar.set_style(
+        indicatif::ProgressStyle::with_template("{msg} {bar:30} {pos}/{len}")
+            .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+    );
+    let mut results = Vec::with_capacity(queries.len());
+    let mut notes = std::collections::BTreeSet::new();
+    for q in queries {
+        let mut req = SearchRequest::new(q.query.clone());
+        req.k = Some(10);
+        req.mode = mode;
+        let r = searcher.search_with(&req, Access::all(), params).await?;
+        notes.extend(r.notes);
+        results.push(r.results);
+        bar.inc(1);
+    }
+    bar.finish_and_clear();
+    for n in notes {
+        eprintln!("note ({name}): {n}");
+    }
+    Ok(results)
+}
+
 pub async fn eval(cfg: &Config, args: EvalArgs) -> anyhow::Result<ExitCode> {
-    let queries = trawl_query::eval::load(&args.queries)?;
+    use trawl_query::eval;
+    let mut queries = eval::load(&args.queries)?;
+    if let Some(split) = &args.split {
+        queries.retain(|q| q.split.as_deref() == Some(split.as_str()));
+        anyhow::ensure!(
+            !queries.is_empty(),
+            "no query of {} is in split {split:?}",
+            args.queries.display()
+        );
+    }
     let searcher = local_searcher(cfg, args.embedder.as_deref()).await?;
-    let label = args.label.clone().unwrap_or_default();
-    let mut reports = Vec::new();
+    let label = args.label.clone().unwrap_or_else(|| "trawl".to_owned());
+    let mut runs = Vec::new();
     for mode in &args.mode {
         let mode: Mode = mode.parse()?;
-        let bar = indicatif::ProgressBar::new(queries.len() as u64);
-        let mut results = Vec::with_capacity(queries.len());
-        let mut notes = std::collections::BTreeSet::new();
-        for q in &queries {
-            let mut req = SearchRequest::new(q.query.clone());
-            req.k = Some(10);
-            req.mode = mode;
-            let r = searcher.search(&req, Access::all()).await?;
-            notes.extend(r.notes);
-            results.push(r.results);
-            bar.inc(1);
+        let name = if args.mode.len() > 1 || mode != Mode::Hybrid {
+            format!("{label} · {}", mode.as_str())
+        } else {
+            label.clone()
+        };
+        let results = run_queries(&searcher, &queries, searcher.params(), mode, &name).await?;
+        runs.push(Run {
+            name,
+            mode,
+            results,
+        });
+    }
+    if let Some(store) = &args.baseline {
+        let mut bcfg = cfg.clone();
+        bcfg.store.url.clone_from(store);
+        let base = local_searcher(&bcfg, args.embedder.as_deref()).await?;
+        let params = eval::naive(&cfg.query);
+        let name = "naive RAG (windows, BM25 + vector, RRF)".to_owned();
+        let results = run_queries(&base, &queries, &params, Mode::Hybrid, &name).await?;
+        runs.push(Run {
+            name,
+            mode: Mode::Hybrid,
+            results,
+        });
+    }
+    if args.ablate {
+        for (what, off) in eval::ablations() {
+            let mut params = searcher.params().clone();
+            off(&mut params);
+            let name = format!("{label} without {what}");
+            let results = run_queries(&searcher, &queries, &params, Mode::Hybrid, &name).await?;
+            runs.push(Run {
+                name,
+                mode: Mode::Hybrid,
+                results,
+            });
         }
-        bar.finish_and_clear();
-        for n in notes {
-            eprintln!("note ({}): {n}", mode.as_str());
+    }
+    // One table per split (a set without splits is one table).
+    let mut splits: Vec<Option<String>> = queries.iter().map(|q| q.split.clone()).collect();
+    splits.sort();
+    splits.dedup();
+    let mut json = Vec::new();
+    let mut out = String::new();
+    for split in &splits {
+        let idx: Vec<usize> = (0..queries.len())
+            .filter(|&i| &queries[i].split == split)
+            .collect();
+        let qs: Vec<eval::EvalQuery> = idx.iter().map(|&i| queries[i].clone()).collect();
+        let kinds: std::collections::BTreeSet<&str> = qs.iter().map(|q| q.kind.as_str()).collect();
+        let title = split.as_deref().unwrap_or("all");
+        out.push_str(&format!("\nsplit: {title} ({} queries)\n\n", qs.len()));
+        out.push_str("| run | R@1 | R@5 | R@10 | MRR@10 | mean span |");
+        for k in &kinds {
+            out.push_str(&format!(" {k} MRR |"));
         }
-        let report = trawl_query::eval::score(&queries, &results);
-        reports.push((mode, report));
+        out.push_str("\n|---|---:|---:|---:|---:|---:|");
+        out.push_str(&"---:|".repeat(kinds.len()));
+        out.push('\n');
+        for run in &runs {
+            let results: Vec<Vec<trawl_query::Hit>> =
+                idx.iter().map(|&i| run.results[i].clone()).collect();
+            let r = eval::score(&qs, &results);
+            let s = &r.overall;
+            out.push_str(&format!(
+                "| {} | {:.3} | {:.3} | {:.3} | {:.3} | {:.1} |",
+                run.name, s.recall_1, s.recall_5, s.recall_10, s.mrr_10, s.mean_span
+            ));
+            for k in &kinds {
+                out.push_str(&format!(" {:.3} |", r.by_kind[*k].mrr_10));
+            }
+            out.push('\n');
+            if args.missed {
+                eprintln!("missed ({}, {title}): {}", run.name, r.missed.join(", "));
+            }
+            json.push(serde_json::json!({
+                "run": run.name, "mode": run.mode.as_str(), "split": title, "report": r,
+            }));
+        }
     }
     if args.json {
-        let v: Vec<serde_json::Value> = reports
-            .iter()
-            .map(|(m, r)| serde_json::json!({"label": label, "mode": m.as_str(), "report": r}))
-            .collect();
-        println!("{}", serde_json::to_string_pretty(&v)?);
-        return Ok(ExitCode::SUCCESS);
-    }
-    println!(
-        "| run | mode | queries | Recall@1 | Recall@5 | Recall@10 | MRR@10 |\n|---|---|---|---|---|---|---|"
-    );
-    let row = |name: &str, mode: &str, s: &trawl_query::eval::Scores| {
-        println!(
-            "| {name} | {mode} | {} | {:.3} | {:.3} | {:.3} | {:.3} |",
-            s.queries, s.recall_1, s.recall_5, s.recall_10, s.mrr_10
-        );
-    };
-    for (m, r) in &reports {
-        row(
-            if label.is_empty() { "all" } else { &label },
-            m.as_str(),
-            &r.overall,
-        );
-    }
-    for (m, r) in &reports {
-        for (kind, s) in &r.by_kind {
-            row(&format!("kind={kind}"), m.as_str(), s);
-        }
-        if r.by_repo.len() > 1 {
-            for (repo, s) in &r.by_repo {
-                row(&format!("repo={repo}"), m.as_str(), s);
-            }
-        }
-    }
-    if args.missed {
-        for (m, r) in &reports {
-            println!("missed ({}): {}", m.as_str(), r.missed.join(", "));
-        }
+        println!("{}", serde_json::to_string_pretty(&json)?);
+    } else {
+        print!("{out}");
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -62,6 +62,29 @@ pub struct QueryConfig {
     /// Extra weight of the lexical arm when the query looks like an identifier
     /// (`parse_args`, `HTTPConnection.request`, `os::path`).
     pub identifier_lexical_weight: f64,
+    /// The query's intent (identifier, pasted error line, config key, question) picks the
+    /// lexical arm's weight: `identifier_lexical_weight`, `error_lexical_weight`,
+    /// `config_lexical_weight` or `weight_lexical` (false: identifiers or not, as before).
+    pub intent_weights: bool,
+    /// Weight of the lexical arm for a pasted error or log line.
+    pub error_lexical_weight: f64,
+    /// Weight of the lexical arm for a config key, flag or environment variable.
+    pub config_lexical_weight: f64,
+    /// For a pasted error line: a chunk with a string literal whose fixed parts (between
+    /// placeholders such as `%d`, `{}`, `${x}`) appear in the message, in order, gains this
+    /// times the top fused score times the share of the message it explains (0 = off).
+    pub message_boost: f64,
+    /// Prior of tests, examples and benchmarks when the query asks for code (1 = off).
+    pub test_prior: f64,
+    /// Prior of documentation when the query asks for code (1 = off).
+    pub docs_prior: f64,
+    /// Prior of a file's table of contents and of class skeletons (1 = off).
+    pub wide_prior: f64,
+    /// A table of contents or a skeleton gives its place to a narrower candidate inside it.
+    pub narrow: bool,
+    /// A doc section that names a definition in a code span (`` `Client.retry` ``) adds
+    /// this share of its score to that definition (0 = off).
+    pub prose_lend: f64,
     /// Weight of a query's adjacent word pairs found side by side in a chunk, relative to
     /// one matching word (0 = no phrase scoring).
     pub phrase_weight: f32,
@@ -94,6 +117,15 @@ impl Default for QueryConfig {
             weight_vector: 1.0,
             weight_lexical: 1.0,
             identifier_lexical_weight: 2.0,
+            intent_weights: true,
+            error_lexical_weight: 3.0,
+            config_lexical_weight: 2.0,
+            message_boost: 1.0,
+            test_prior: 0.5,
+            docs_prior: 0.6,
+            wide_prior: 0.5,
+            narrow: true,
+            prose_lend: 0.3,
             phrase_weight: 3.0,
             candidates: 50,
             ef_search: 128,

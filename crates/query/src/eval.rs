@@ -10,6 +10,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 use serde::{Deserialize, Serialize};
+use trawl_core::config::QueryConfig;
 
 use crate::QueryError;
 use crate::request::Hit;
@@ -33,6 +34,10 @@ pub struct EvalQuery {
     /// What sort of query: `natural`, `symbol`, `error`, `config`, …
     pub kind: String,
     pub targets: Vec<Target>,
+    /// Which half of a development set: `tune` (weights were chosen on it) or `test` (never
+    /// looked at while tuning). Absent: the query belongs to no split.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub split: Option<String>,
 }
 
 /// Reads a JSON-lines query set; blank lines are skipped; an error names the line.
@@ -65,6 +70,41 @@ pub fn load(path: &Path) -> Result<Vec<EvalQuery>, QueryError> {
     Ok(out)
 }
 
+/// The knobs of naive RAG over a windows index: every ranking change off, plain BM25 (no
+/// phrase pairs, no identifier weight), both arms weighted alike, RRF k=60.
+pub fn naive(params: &QueryConfig) -> QueryConfig {
+    let mut p = params.clone();
+    for (_, off) in ablations() {
+        off(&mut p);
+    }
+    p.rrf_k = 60.0;
+    p.weight_vector = 1.0;
+    p.weight_lexical = 1.0;
+    p.identifier_lexical_weight = 1.0;
+    p.phrase_weight = 0.0;
+    p
+}
+
+/// A ranking change's name and how to switch it off.
+pub type Ablation = (&'static str, fn(&mut QueryConfig));
+
+/// Each ranking change of [`crate::rank`], and how to switch it off.
+pub fn ablations() -> Vec<Ablation> {
+    vec![
+        ("intent weights", |p| p.intent_weights = false),
+        ("message match", |p| p.message_boost = 0.0),
+        ("role prior", |p| {
+            p.test_prior = 1.0;
+            p.docs_prior = 1.0;
+        }),
+        ("narrow citations", |p| {
+            p.wide_prior = 1.0;
+            p.narrow = false;
+        }),
+        ("prose lending", |p| p.prose_lend = 0.0),
+    ]
+}
+
 fn repo_matches(pattern: &str, repo: &str) -> bool {
     pattern == repo
         || crate::access::glob(pattern).is_ok_and(|g| g.compile_matcher().is_match(repo))
@@ -93,6 +133,9 @@ pub struct Scores {
     pub recall_5: f64,
     pub recall_10: f64,
     pub mrr_10: f64,
+    /// Mean lines a returned result spans (over the top 10 of every query): what a reader
+    /// has to read for one citation.
+    pub mean_span: f64,
 }
 
 #[derive(Default)]
@@ -100,15 +143,21 @@ struct Sum {
     n: usize,
     r: [f64; 3],
     mrr: f64,
+    span_lines: u64,
+    spans: u64,
 }
 
 impl Sum {
-    fn add(&mut self, r: [f64; 3], mrr: f64) {
+    fn add(&mut self, r: [f64; 3], mrr: f64, hits: &[Hit]) {
         self.n += 1;
         for (a, b) in self.r.iter_mut().zip(r) {
             *a += b;
         }
         self.mrr += mrr;
+        for h in hits.iter().take(10) {
+            self.span_lines += u64::from(h.chunk.end_line.saturating_sub(h.chunk.start_line) + 1);
+            self.spans += 1;
+        }
     }
     fn scores(&self) -> Scores {
         let n = self.n.max(1) as f64;
@@ -118,6 +167,7 @@ impl Sum {
             recall_5: self.r[1] / n,
             recall_10: self.r[2] / n,
             mrr_10: self.mrr / n,
+            mean_span: self.span_lines as f64 / self.spans.max(1) as f64,
         }
     }
 }
@@ -156,12 +206,12 @@ pub fn score(queries: &[EvalQuery], results: &[Vec<Hit>]) -> Report {
         if first.is_none() {
             missed.push(q.id.clone());
         }
-        all.add(r, mrr);
-        kinds.entry(q.kind.clone()).or_default().add(r, mrr);
+        all.add(r, mrr, hits_);
+        kinds.entry(q.kind.clone()).or_default().add(r, mrr, hits_);
         repos
             .entry(q.targets[0].repo.clone())
             .or_default()
-            .add(r, mrr);
+            .add(r, mrr, hits_);
     }
     Report {
         overall: all.scores(),
@@ -226,6 +276,7 @@ mod tests {
             query: id.into(),
             kind: kind.into(),
             targets,
+            split: None,
         };
         let queries = vec![
             q("first", "symbol", vec![target("a.py", 1, 5)]),
@@ -251,6 +302,8 @@ mod tests {
         assert!((r.overall.recall_5 - (1.0 + 1.0 + 0.0 + 0.5) / 4.0).abs() < 1e-9);
         assert!((r.overall.mrr_10 - (1.0 + 1.0 / 3.0 + 0.0 + 1.0) / 4.0).abs() < 1e-9);
         assert!((r.by_kind["symbol"].recall_1 - 1.0).abs() < 1e-9);
+        // 1 + 3 + 12 + 1 results of 5 lines each, the third query's cut at 10.
+        assert!((r.overall.mean_span - 5.0).abs() < 1e-9);
         assert_eq!(r.missed, ["never"]);
     }
 }

@@ -286,8 +286,20 @@ fn open_segment(
         let live = !deleted.contains(&(o as u64));
         alive.push(live);
         if live && is_definition(&d.kind) {
-            for k in symbol_keys(d.symbol.as_deref(), d.qualified_name.as_deref()) {
-                symbols.entry(k).or_default().push(o as u32);
+            // A member of a container that stays one chunk (`Walker.run`) finds the container.
+            let members = d
+                .members
+                .iter()
+                .map(|m| (m.rsplit(['.', ':']).next(), Some(m.as_str())));
+            for (symbol, qualified) in
+                std::iter::once((d.symbol.as_deref(), d.qualified_name.as_deref())).chain(members)
+            {
+                for k in symbol_keys(symbol, qualified) {
+                    let ords = symbols.entry(k).or_default();
+                    if ords.last() != Some(&(o as u32)) {
+                        ords.push(o as u32);
+                    }
+                }
             }
         }
     }

@@ -9,6 +9,10 @@
 //!   an exact symbol or qualified name ranks its definition first; overlapping hits collapse
 //!   into one result with the others as context; graph expansion attaches parent, siblings and
 //!   callees as context, never as hits.
+//! - [`rank`]: what the query asks (identifier, error line, config key, question) picks the
+//!   arms' weights; a pasted message meets its format string; the file's role (code, test,
+//!   example, docs) is a prior; prose lends its score to the definitions it names; a file's
+//!   table of contents or a class skeleton gives way to the member inside it.
 //! - [`access`]: bearer tokens → repository patterns.
 //! - [`service`]: the searcher a process keeps — the live generation (swapped atomically when
 //!   `CURRENT` moves), the query embedder, the optional reranker.
@@ -19,6 +23,7 @@
 pub mod access;
 pub mod eval;
 pub mod index;
+pub mod rank;
 pub mod request;
 pub mod rerank;
 pub mod search;

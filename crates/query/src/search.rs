@@ -18,6 +18,7 @@ use trawl_core::config::QueryConfig;
 use crate::QueryError;
 use crate::access::{Access, globset};
 use crate::index::{Generation, Segment, is_definition, normalize_symbol};
+use crate::rank::{self, Intent};
 use crate::request::{Cited, Context, Hit, Mode, SearchRequest};
 
 /// What restricts the docs a search may touch: the request's filters and the caller's access.
@@ -130,25 +131,7 @@ pub struct Ranked {
     pub notes: Vec<String>,
 }
 
-/// Whether a query looks like an identifier: one token with a separator or a case change
-/// (`parse_args`, `HTTPConnection.request`, `os::path`, `getLogger()`).
-pub fn identifier_like(q: &str) -> bool {
-    let t = q.trim();
-    if t.is_empty()
-        || t.contains(char::is_whitespace)
-        || !t
-            .chars()
-            .all(|c| c.is_alphanumeric() || "_.:#->()$".contains(c))
-    {
-        return false;
-    }
-    let b = t.as_bytes();
-    let case_change = b
-        .windows(2)
-        .any(|w| w[0].is_ascii_lowercase() && w[1].is_ascii_uppercase())
-        || (b[0].is_ascii_uppercase() && b.iter().skip(1).any(u8::is_ascii_lowercase));
-    t.contains('_') || t.contains("::") || t.contains('.') || t.ends_with("()") || case_change
-}
+pub use crate::rank::identifier_like;
 
 /// The arms, fused. `vector` is the query's embedding in the generation's space (`None`:
 /// lexical only, with a note when the mode wanted vectors).
@@ -162,6 +145,7 @@ pub fn candidates(
 ) -> Result<Ranked, QueryError> {
     let mut notes = Vec::new();
     let mode = req.mode;
+    let intent = rank::classify(&req.query);
     let want_vector = mode != Mode::Lexical;
     let vector = if want_vector { vector } else { None };
     if want_vector && vector.is_none() {
@@ -180,7 +164,7 @@ pub fn candidates(
     let text_query = match (&schema, run_lexical) {
         (Some(schema), true) => Some(trawl_compactor::segment::text_query(
             schema,
-            &req.query,
+            &rank::lexical_text(&req.query, intent),
             params.phrase_weight,
         )?),
         _ => None,
@@ -245,7 +229,14 @@ pub fn candidates(
             }
         }
         Mode::Hybrid => {
-            let w_lex = if identifier_like(&req.query) {
+            let w_lex = if params.intent_weights {
+                match intent {
+                    Intent::Identifier => params.identifier_lexical_weight,
+                    Intent::Error => params.error_lexical_weight,
+                    Intent::Config => params.config_lexical_weight,
+                    Intent::Natural => params.weight_lexical,
+                }
+            } else if identifier_like(&req.query) {
                 params.identifier_lexical_weight
             } else {
                 params.weight_lexical
@@ -272,8 +263,28 @@ pub fn candidates(
             }
         }
     }
+    let doc = |(s, o): rank::Key| &generation.segments[s as usize].docs[o as usize];
+    let definitions = |name: &str| -> Vec<rank::Key> {
+        let mut out = Vec::new();
+        for (si, seg) in generation.segments.iter().enumerate() {
+            let Some(ords) = seg.symbols.get(name) else {
+                continue;
+            };
+            let f = SegFilter::new(seg, &filter);
+            out.extend(
+                ords.iter()
+                    .filter(|&&o| f.ok(u64::from(o)))
+                    .map(|&o| (si as u32, o)),
+            );
+        }
+        out
+    };
+    rank::adjust(&mut fused, &req.query, intent, params, doc, definitions);
     let mut candidates: Vec<Candidate> = fused.into_iter().map(|((s, o), v)| (s, o, v)).collect();
     candidates.sort_by(by_score);
+    if params.narrow {
+        rank::narrow(&mut candidates, |s, o| doc((s, o)));
+    }
     Ok(Ranked { candidates, notes })
 }
 

@@ -321,6 +321,22 @@ impl Searcher {
         req: &SearchRequest,
         access: Access,
     ) -> Result<SearchResponse, QueryError> {
+        self.search_with(req, access, &self.params).await
+    }
+
+    /// The retrieval knobs of this searcher (`[query]`).
+    pub fn params(&self) -> &QueryConfig {
+        &self.params
+    }
+
+    /// Searches with other retrieval knobs than the configured ones (an evaluation comparing
+    /// variants on one open generation).
+    pub async fn search_with(
+        &self,
+        req: &SearchRequest,
+        access: Access,
+        params: &QueryConfig,
+    ) -> Result<SearchResponse, QueryError> {
         let k = req.validate(self.max_k, self.max_query_bytes)?;
         let filter = Filter::new(req, access.clone())?;
         let g = self.generation().ok_or(QueryError::NoIndex)?;
@@ -338,7 +354,7 @@ impl Searcher {
         let ranked = {
             let g = g.clone();
             let req = req.clone();
-            let params = self.params.clone();
+            let params = params.clone();
             tokio::task::spawn_blocking(move || {
                 search::candidates(&g, &req, k, filter, vector.as_ref(), &params)
             })

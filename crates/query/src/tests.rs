@@ -243,3 +243,125 @@ async fn filters_and_access_apply_inside_the_vector_arm_before_top_k() {
     assert_eq!(hits.len(), 10);
     assert!(hits.iter().all(|h| h.path.starts_with("src/m1")));
 }
+
+fn doc_at(path: &str, kind: &str, symbol: &str, text: &str, lines: (u32, u32)) -> LiveDoc {
+    let mut doc =
+        trawl_compactor::testing::function_doc("github.com/a/svc", path, symbol, text, lines);
+    kind.clone_into(&mut doc.kind);
+    doc.chunk_id = trawl_core::hash::chunk_id(&doc.repo_id, path, kind, symbol, 0);
+    LiveDoc {
+        doc,
+        vector: Some(VectorData::F32(unit(
+            u64::from(lines.0) + path.len() as u64,
+        ))),
+    }
+}
+
+async fn generation_of(docs: Vec<LiveDoc>) -> (Generation, tempfile::TempDir) {
+    let store = Store::memory();
+    let cache = tempfile::tempdir().unwrap();
+    let opts = BuildOptions {
+        shards: 1,
+        threads: 1,
+        ..BuildOptions::default()
+    };
+    build(&store, docs, Some(space()), &opts, &Quiet)
+        .await
+        .unwrap();
+    let g = Generation::open_current(&store, cache.path())
+        .await
+        .unwrap()
+        .unwrap();
+    (g, cache)
+}
+
+fn top_paths(g: &Generation, query: &str, params: &QueryConfig) -> Vec<(String, u32, u32)> {
+    let mut req = SearchRequest::new(query);
+    req.mode = Mode::Lexical;
+    let ranked = search::candidates(
+        g,
+        &req,
+        5,
+        Filter::new(&req, Access::all()).unwrap(),
+        None,
+        params,
+    )
+    .unwrap();
+    search::finish(g, &ranked.candidates, 5, false, &Access::all())
+        .into_iter()
+        .map(|h| (h.chunk.path, h.chunk.start_line, h.chunk.end_line))
+        .collect()
+}
+
+#[tokio::test]
+async fn a_pasted_error_finds_the_format_string_that_produced_it_before_the_test_that_asserts_it() {
+    let (g, _cache) = generation_of(vec![
+        doc_at(
+            "server_test.go",
+            "function",
+            "TestListenPort",
+            "func TestListenPort(t *testing.T) {\n\terr := Listen(70000)\n\tassert.EqualError(t, err, \"invalid port 70000: must be between 1 and 65535\")\n}",
+            (10, 14),
+        ),
+        doc_at(
+            "server.go",
+            "function",
+            "Listen",
+            "func Listen(p int) error {\n\tif p < 1 || p > 65535 {\n\t\treturn fmt.Errorf(\"invalid port %d: must be between %d and %d\", p, 1, 65535)\n\t}\n\treturn serve(p)\n}",
+            (20, 26),
+        ),
+        doc_at(
+            "server.go",
+            "function",
+            "serve",
+            "func serve(p int) error {\n\t// the port must be open\n\treturn nil\n}",
+            (30, 33),
+        ),
+    ])
+    .await;
+    let query = "invalid port 70000: must be between 1 and 65535";
+    let top = top_paths(&g, query, &QueryConfig::default());
+    assert_eq!(top[0], ("server.go".to_owned(), 20, 26), "{top:?}");
+    // Without the message match and the role prior the test, which repeats the message
+    // verbatim, comes first: the two changes are what put the code on top.
+    let naive = crate::eval::naive(&QueryConfig::default());
+    let top = top_paths(&g, query, &naive);
+    assert_eq!(top[0].0, "server_test.go", "{top:?}");
+}
+
+#[tokio::test]
+async fn a_table_of_contents_gives_its_place_to_the_definition_inside_it() {
+    let toc = "module shapes: class Circle, def area(radius), def perimeter(radius), def \
+               describe(shape); area perimeter radius circle";
+    let (g, _cache) = generation_of(vec![
+        doc_at("shapes.py", "toc", "shapes", toc, (1, 300)),
+        doc_at(
+            "shapes.py",
+            "function",
+            "area",
+            "def area(radius):\n    \"\"\"The area of a circle of this radius.\"\"\"\n    return 3.14159 * radius * radius",
+            (40, 42),
+        ),
+        doc_at(
+            "other.py",
+            "function",
+            "unrelated",
+            "def unrelated():\n    return 1",
+            (1, 2),
+        ),
+    ])
+    .await;
+    let top = top_paths(&g, "area of a circle radius", &QueryConfig::default());
+    assert_eq!(top[0], ("shapes.py".to_owned(), 40, 42), "{top:?}");
+    assert!(
+        !top.iter().any(|t| t.1 == 1 && t.2 == 300),
+        "the whole-file table of contents is not cited: {top:?}"
+    );
+    let off = QueryConfig {
+        narrow: false,
+        wide_prior: 1.0,
+        ..QueryConfig::default()
+    };
+    let top = top_paths(&g, "area of a circle radius", &off);
+    assert!(top.iter().any(|t| t.1 == 1 && t.2 == 300), "{top:?}");
+}

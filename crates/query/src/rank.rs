@@ -1,0 +1,676 @@
+//! Ranking that knows what is asked: the query's intent picks the arms' weights, a pasted
+//! error message meets the format string that produced it, a file's role (implementation,
+//! test, example, docs) is a prior, prose lends its evidence to the definitions it names, and
+//! a chunk that covers a whole file or class gives way to the member that answers.
+
+use std::collections::HashMap;
+
+use trawl_compactor::docs::DocRow;
+use trawl_core::config::QueryConfig;
+
+use crate::index::{is_definition, normalize_symbol};
+
+/// What a query asks for, judged from its text alone.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Intent {
+    /// One identifier: `parse_args`, `HTTPConnection.request`, `os::path`.
+    Identifier,
+    /// A pasted error, log or panic line: `error: unknown option '--verbos'`.
+    Error,
+    /// A configuration key, flag or environment variable, maybe with a few words:
+    /// `RUST_LOG_STYLE`, `--no-color`, `auto_envvar_prefix option`.
+    Config,
+    /// A question or description in words.
+    Natural,
+}
+
+impl Intent {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Intent::Identifier => "identifier",
+            Intent::Error => "error",
+            Intent::Config => "config",
+            Intent::Natural => "natural",
+        }
+    }
+
+    /// Whether the query asks for code (every intent but a question about the docs).
+    fn wants_code(self, query: &str) -> bool {
+        self != Intent::Natural || !asks_for_docs(query)
+    }
+}
+
+/// Whether a query looks like an identifier: one token with a separator or a case change
+/// (`parse_args`, `HTTPConnection.request`, `os::path`, `getLogger()`).
+pub fn identifier_like(q: &str) -> bool {
+    let t = q.trim();
+    if t.is_empty()
+        || t.contains(char::is_whitespace)
+        || !t
+            .chars()
+            .all(|c| c.is_alphanumeric() || "_.:#->()$".contains(c))
+    {
+        return false;
+    }
+    let b = t.as_bytes();
+    let case_change = b
+        .windows(2)
+        .any(|w| w[0].is_ascii_lowercase() && w[1].is_ascii_uppercase())
+        || (b[0].is_ascii_uppercase() && b.iter().skip(1).any(u8::is_ascii_lowercase));
+    t.contains('_') || t.contains("::") || t.contains('.') || t.ends_with("()") || case_change
+}
+
+/// `RUST_LOG`, `NODE_ENV`, `COBRA_ENABLE_COLOR`: capitals and digits with an underscore.
+fn env_var_like(t: &str) -> bool {
+    let t = t.trim_matches(|c: char| !c.is_alphanumeric() && c != '_');
+    t.len() >= 4
+        && t.contains('_')
+        && t.starts_with(|c: char| c.is_ascii_uppercase())
+        && t.chars()
+            .all(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || c == '_')
+}
+
+/// `--no-color`, `-v`.
+fn flag_like(t: &str) -> bool {
+    t.strip_prefix("--")
+        .is_some_and(|r| r.starts_with(|c: char| c.is_ascii_alphabetic()))
+}
+
+const QUESTION_WORDS: [&str; 14] = [
+    "how", "where", "what", "which", "why", "when", "who", "is", "are", "does", "do", "can",
+    "should", "find",
+];
+
+const ERROR_OPENINGS: [&str; 12] = [
+    "error",
+    "err",
+    "fatal",
+    "panic",
+    "warning",
+    "warn",
+    "exception",
+    "traceback",
+    "thread '",
+    "uncaught",
+    "typeerror",
+    "failed",
+];
+
+/// The intent of a query.
+pub fn classify(query: &str) -> Intent {
+    let t = query.trim();
+    let words: Vec<&str> = t.split_whitespace().collect();
+    if words.is_empty() {
+        return Intent::Natural;
+    }
+    if words.len() == 1 {
+        let w = words[0];
+        if env_var_like(w) || flag_like(w) {
+            return Intent::Config;
+        }
+        if identifier_like(w) {
+            return Intent::Identifier;
+        }
+    }
+    let lower = t.to_lowercase();
+    let first = words[0]
+        .trim_matches(|c: char| !c.is_alphanumeric())
+        .to_lowercase();
+    let question = QUESTION_WORDS.contains(&first.as_str()) || t.ends_with('?');
+    if !question {
+        let opens_as_error = ERROR_OPENINGS.iter().any(|o| lower.starts_with(o))
+            || words[0].ends_with("Error:")
+            || words[0].ends_with("Exception:");
+        let says_error = lower.contains("error:")
+            || lower.contains("exception:")
+            || lower.contains("panicked at")
+            || lower.contains("traceback (most recent call last)");
+        // A sentence with a colon and a concrete value (a number or a quoted string) reads
+        // as a message: `invalid port 70000: must be between 1 and 65535`.
+        let valued = t.contains(':')
+            && (t.chars().any(|c| c.is_ascii_digit()) || t.contains(['"', '\'', '`']))
+            && words.len() >= 3;
+        if opens_as_error || says_error || valued {
+            return Intent::Error;
+        }
+    }
+    if words.len() <= 4
+        && !question
+        && words
+            .iter()
+            .any(|w| env_var_like(w) || flag_like(w) || identifier_like(w))
+    {
+        return Intent::Config;
+    }
+    if words.len() == 1 {
+        // One plain word (`retry`): as good as a name.
+        return Intent::Identifier;
+    }
+    Intent::Natural
+}
+
+/// The words the lexical arm searches for a pasted message: its concrete numbers dropped
+/// (`port 70000` was `port %d` in the code that printed it; a test asserting the message
+/// is the only place the number is written).
+pub fn lexical_text(query: &str, intent: Intent) -> std::borrow::Cow<'_, str> {
+    if intent != Intent::Error {
+        return query.into();
+    }
+    query
+        .split_whitespace()
+        .filter(|w| {
+            let t = w.trim_matches(|c: char| !c.is_alphanumeric());
+            t.is_empty() || !t.chars().all(|c| c.is_ascii_digit() || c == '.')
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
+        .into()
+}
+
+/// Whether a question asks for documentation rather than code.
+pub fn asks_for_docs(query: &str) -> bool {
+    const WORDS: [&str; 11] = [
+        "docs",
+        "doc",
+        "documentation",
+        "documented",
+        "readme",
+        "guide",
+        "tutorial",
+        "changelog",
+        "faq",
+        "install",
+        "installation",
+    ];
+    query
+        .split(|c: char| !c.is_alphanumeric())
+        .any(|w| WORDS.contains(&w.to_lowercase().as_str()))
+}
+
+/// What a file is for, from its path and the chunk's kind.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Role {
+    Implementation,
+    Test,
+    Example,
+    Docs,
+}
+
+const TEST_DIRS: [&str; 9] = [
+    "test",
+    "tests",
+    "__tests__",
+    "testing",
+    "spec",
+    "specs",
+    "testdata",
+    "fixtures",
+    "e2e",
+];
+const EXAMPLE_DIRS: [&str; 9] = [
+    "example",
+    "examples",
+    "demo",
+    "demos",
+    "sample",
+    "samples",
+    "bench",
+    "benches",
+    "benchmarks",
+];
+const DOC_DIRS: [&str; 3] = ["docs", "doc", "documentation"];
+const PROSE_EXTS: [&str; 7] = ["md", "markdown", "mdx", "rst", "txt", "adoc", "org"];
+
+/// The role of a file.
+pub fn role(path: &str, kind: &str) -> Role {
+    let lower = path.to_lowercase();
+    let mut parts: Vec<&str> = lower.split('/').collect();
+    let file = parts.pop().unwrap_or_default();
+    let (stem, ext) = file.rsplit_once('.').unwrap_or((file, ""));
+    if matches!(kind, "section" | "text") || PROSE_EXTS.contains(&ext) {
+        return Role::Docs;
+    }
+    let test_file = stem.starts_with("test_")
+        || stem.ends_with("_test")
+        || stem.ends_with("_tests")
+        || matches!(stem.rsplit_once('.'), Some((_, "test" | "spec")))
+        || stem == "conftest"
+        || stem == "tests"
+        || (ext == "java" && (stem.ends_with("test") || stem.ends_with("tests")));
+    if test_file || parts.iter().any(|p| TEST_DIRS.contains(p)) {
+        return Role::Test;
+    }
+    if parts.iter().any(|p| EXAMPLE_DIRS.contains(p)) {
+        return Role::Example;
+    }
+    if parts.iter().any(|p| DOC_DIRS.contains(p)) {
+        return Role::Docs;
+    }
+    Role::Implementation
+}
+
+/// The prior of a chunk for a query: below 1 for what the query does not ask for.
+pub fn prior(d: &DocRow, intent: Intent, query: &str, params: &QueryConfig) -> f64 {
+    let role = role(&d.path, &d.kind);
+    let mut p = if intent.wants_code(query) {
+        match role {
+            Role::Implementation => 1.0,
+            Role::Test | Role::Example => params.test_prior,
+            Role::Docs => params.docs_prior,
+        }
+    } else {
+        match role {
+            Role::Docs => 1.0,
+            _ => params.docs_prior.max(params.test_prior).sqrt(),
+        }
+    };
+    if is_wide(&d.kind) {
+        p *= params.wide_prior;
+    }
+    p
+}
+
+/// Chunks that cover a whole file or a whole container's outline.
+pub fn is_wide(kind: &str) -> bool {
+    matches!(kind, "toc" | "class_skeleton")
+}
+
+/// The placeholders of format strings, in every language's spelling: `%d`, `%-5.2f`, `%q`,
+/// `%(name)s`, `{}`, `{0}`, `{name!r}`, `{:?}`, `${x}`, `#{x}`. A literal is cut into the
+/// fixed parts between them.
+fn fixed_parts(lit: &str) -> Vec<String> {
+    let b = lit.as_bytes();
+    let mut parts = Vec::new();
+    let mut cur = String::new();
+    let mut i = 0;
+    let flush = |cur: &mut String, parts: &mut Vec<String>| {
+        let t = collapse(cur);
+        if t.chars().filter(|c| c.is_alphanumeric()).count() >= 2 {
+            parts.push(t);
+        }
+        cur.clear();
+    };
+    while i < b.len() {
+        let c = b[i];
+        let next = b.get(i + 1).copied();
+        match c {
+            b'%' if next == Some(b'%') => {
+                cur.push('%');
+                i += 2;
+                continue;
+            }
+            b'%' => {
+                // flags, width, precision, length, then the verb; or %(name)s.
+                let mut j = i + 1;
+                if b.get(j) == Some(&b'(') {
+                    while j < b.len() && b[j] != b')' {
+                        j += 1;
+                    }
+                    j += 1;
+                }
+                while j < b.len() && (b"-+ #0.*".contains(&b[j]) || b[j].is_ascii_digit()) {
+                    j += 1;
+                }
+                while j < b.len() && b"hlLqjzt".contains(&b[j]) && j + 1 < b.len() {
+                    if b[j + 1].is_ascii_alphabetic() {
+                        j += 1;
+                    } else {
+                        break;
+                    }
+                }
+                if j < b.len() && b[j].is_ascii_alphabetic() {
+                    flush(&mut cur, &mut parts);
+                    i = j + 1;
+                    continue;
+                }
+            }
+            b'{' if next == Some(b'{') => {
+                cur.push('{');
+                i += 2;
+                continue;
+            }
+            b'}' if next == Some(b'}') => {
+                cur.push('}');
+                i += 2;
+                continue;
+            }
+            b'{' | b'$' | b'#' if c == b'{' || next == Some(b'{') => {
+                let open = if c == b'{' { i } else { i + 1 };
+                if let Some(len) = lit[open..].find('}')
+                    && len <= 64
+                {
+                    flush(&mut cur, &mut parts);
+                    i = open + len + 1;
+                    continue;
+                }
+            }
+            _ => {}
+        }
+        let ch = lit[i..].chars().next().unwrap_or(' ');
+        cur.push(ch);
+        i += ch.len_utf8();
+    }
+    flush(&mut cur, &mut parts);
+    parts
+}
+
+/// Lowercased, whitespace runs made one space, trimmed.
+fn collapse(s: &str) -> String {
+    s.split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ")
+        .to_lowercase()
+}
+
+/// The string literals of a chunk's text (`'…'`, `"…"` on one line; `` `…` `` across
+/// lines): the messages it can produce.
+fn literals(text: &str) -> Vec<&str> {
+    let bytes = text.as_bytes();
+    let mut out = Vec::new();
+    let mut at = 0;
+    while at < bytes.len() {
+        let q = bytes[at];
+        if !matches!(q, b'"' | b'\'' | b'`') {
+            at += 1;
+            continue;
+        }
+        let mut end = at + 1;
+        let mut closed = false;
+        while end < bytes.len() && end - at < 400 {
+            match bytes[end] {
+                b'\\' => end += 1,
+                b'\n' if q != b'`' => break,
+                c if c == q => {
+                    closed = true;
+                    break;
+                }
+                _ => {}
+            }
+            end += 1;
+        }
+        if closed {
+            let lit = &text[at + 1..end];
+            if lit.len() >= 6 {
+                out.push(lit);
+            }
+            at = end + 1;
+        } else {
+            at += 1;
+        }
+    }
+    out
+}
+
+/// How much of a pasted message (lowercased, collapsed) one of the chunk's string literals
+/// explains: the characters of its fixed parts found in the message in order, when every
+/// fixed part is found and they amount to at least 10 characters. 0 if none does.
+pub fn message_match(message: &str, text: &str) -> usize {
+    let mut best = 0;
+    for lit in literals(text) {
+        let parts = fixed_parts(lit);
+        if parts.is_empty() {
+            continue;
+        }
+        let mut at = 0;
+        let mut matched = 0;
+        let mut all = true;
+        for p in &parts {
+            match message[at..].find(p.as_str()) {
+                Some(pos) => {
+                    at += pos + p.len();
+                    matched += p.chars().filter(|c| c.is_alphanumeric()).count();
+                }
+                None => {
+                    all = false;
+                    break;
+                }
+            }
+        }
+        if all && matched >= 10 {
+            best = best.max(matched);
+        }
+    }
+    best
+}
+
+/// The identifiers a piece of prose names in code spans: `` `Client.retry_policy` ``,
+/// `` `parse_args()` ``.
+fn named_symbols(text: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    for (i, span) in text.split('`').enumerate() {
+        if i % 2 == 0 || span.len() > 80 || span.is_empty() {
+            continue;
+        }
+        let s = span.trim();
+        let s = s.split('(').next().unwrap_or(s);
+        if identifier_like(s) || (s.len() >= 4 && s.chars().all(char::is_alphanumeric)) {
+            let key = normalize_symbol(s);
+            if !out.contains(&key) {
+                out.push(key);
+            }
+        }
+    }
+    out
+}
+
+/// A candidate's place: segment and ord.
+pub type Key = (u32, u32);
+
+/// Applies the message match, the prose lending and the priors to fused scores. `doc`
+/// finds a candidate's row; `definitions` finds the live definitions a symbol key names
+/// (those the request may see).
+pub fn adjust<'a, S: std::hash::BuildHasher>(
+    fused: &mut HashMap<Key, f64, S>,
+    query: &str,
+    intent: Intent,
+    params: &QueryConfig,
+    doc: impl Fn(Key) -> &'a DocRow,
+    definitions: impl Fn(&str) -> Vec<Key>,
+) {
+    let mut ranked: Vec<(Key, f64)> = fused.iter().map(|(k, v)| (*k, *v)).collect();
+    ranked.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+    let top = ranked.first().map_or(0.0, |r| r.1);
+    if params.message_boost > 0.0 && intent == Intent::Error {
+        let message = collapse(query);
+        let len = message
+            .chars()
+            .filter(|c| c.is_alphanumeric())
+            .count()
+            .max(1);
+        for &(key, _) in ranked.iter().take(MESSAGE_POOL) {
+            let m = message_match(&message, &doc(key).text);
+            if m > 0 {
+                let share = (m as f64 / len as f64).min(1.0);
+                *fused.entry(key).or_default() += params.message_boost * share * top;
+            }
+        }
+    }
+    if params.prose_lend > 0.0 && matches!(intent, Intent::Natural | Intent::Config) {
+        for &(key, score) in ranked.iter().take(LEND_POOL) {
+            let d = doc(key);
+            if role(&d.path, &d.kind) != Role::Docs {
+                continue;
+            }
+            for name in named_symbols(&d.text) {
+                let defs: Vec<Key> = definitions(&name)
+                    .into_iter()
+                    .filter(|k| doc(*k).repo_id == d.repo_id && is_definition(&doc(*k).kind))
+                    .collect();
+                // A name that many definitions share says little about any of them.
+                if defs.is_empty() || defs.len() > 3 {
+                    continue;
+                }
+                for k in defs {
+                    *fused.entry(k).or_default() += params.prose_lend * score;
+                }
+            }
+        }
+    }
+    for (key, v) in fused.iter_mut() {
+        *v *= prior(doc(*key), intent, query, params);
+    }
+}
+
+/// Candidates whose text is searched for a pasted message's format string.
+const MESSAGE_POOL: usize = 200;
+/// Prose candidates whose named symbols borrow their score.
+const LEND_POOL: usize = 30;
+/// Candidates after a wide one searched for a narrower chunk inside it.
+const NARROW_POOL: usize = 100;
+
+/// A wide chunk (a file's table of contents, a class skeleton) gives its place to the best
+/// narrower candidate of the same file inside its lines, when there is one; the wide chunk
+/// then follows as that result's context (or, for a table of contents, is dropped). A wide
+/// chunk with a narrower one of its own above it is dropped likewise.
+pub fn narrow<'a>(ranked: &mut Vec<(u32, u32, f64)>, doc: impl Fn(u32, u32) -> &'a DocRow) {
+    let mut at = 0;
+    while at < ranked.len() {
+        let (seg, ord, score) = ranked[at];
+        let w = doc(seg, ord);
+        if !is_wide(&w.kind) {
+            at += 1;
+            continue;
+        }
+        let within = |j: usize| {
+            let n = doc(ranked[j].0, ranked[j].1);
+            n.repo_id == w.repo_id
+                && n.path == w.path
+                && !is_wide(&n.kind)
+                && n.start_line >= w.start_line
+                && n.end_line <= w.end_line
+        };
+        // A narrower chunk of it already ranks above: a skeleton collapses into it as
+        // context; a table of contents, which never collapses, is dropped.
+        if (0..at).any(within) {
+            if w.kind == "toc" {
+                ranked.remove(at);
+            } else {
+                at += 1;
+            }
+            continue;
+        }
+        let inside = (at + 1..ranked.len().min(at + 1 + NARROW_POOL)).find(|&j| within(j));
+        match inside {
+            Some(j) => {
+                let (ns, no, _) = ranked.remove(j);
+                let wide = ranked.remove(at);
+                ranked.insert(at, (ns, no, score));
+                if w.kind != "toc" {
+                    ranked.insert(at + 1, (wide.0, wide.1, score));
+                }
+                at += 1;
+            }
+            None => at += 1,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn intents() {
+        for (q, want) in [
+            ("parse_args", Intent::Identifier),
+            ("HTTPConnection.request", Intent::Identifier),
+            ("Builder::parse_filters", Intent::Identifier),
+            ("retry", Intent::Identifier),
+            ("RUST_LOG_STYLE", Intent::Config),
+            ("--no-color", Intent::Config),
+            ("auto_envvar_prefix option", Intent::Config),
+            ("write_style never", Intent::Config),
+            ("error: unknown option '--verbos'", Intent::Error),
+            (
+                "Error: unknown command \"serv\" for \"hugo\"",
+                Intent::Error,
+            ),
+            (
+                "invalid port 70000: must be between 1 and 65535",
+                Intent::Error,
+            ),
+            ("ValueError: too many values to unpack", Intent::Error),
+            (
+                "thread 'main' panicked at 'called `Option::unwrap()` on a `None` value'",
+                Intent::Error,
+            ),
+            ("how are unknown options reported?", Intent::Natural),
+            ("where is the help text wrapped", Intent::Natural),
+            ("retry delay after rate limiting", Intent::Natural),
+        ] {
+            assert_eq!(classify(q), want, "{q}");
+        }
+    }
+
+    #[test]
+    fn roles_from_paths() {
+        assert_eq!(role("src/click/core.py", "function"), Role::Implementation);
+        assert_eq!(role("tests/test_core.py", "function"), Role::Test);
+        assert_eq!(role("lib/foo_test.go", "function"), Role::Test);
+        assert_eq!(role("command_test.go", "function"), Role::Test);
+        assert_eq!(role("test/command.test.js", "function"), Role::Test);
+        assert_eq!(role("src/ky.spec.ts", "function"), Role::Test);
+        assert_eq!(role("examples/hello.rs", "function"), Role::Example);
+        assert_eq!(role("README.md", "section"), Role::Docs);
+        assert_eq!(role("docs/conf.py", "module_code"), Role::Docs);
+        assert_eq!(role("src/latest.rs", "function"), Role::Implementation);
+        assert_eq!(role("src/contest.rs", "function"), Role::Implementation);
+    }
+
+    #[test]
+    fn placeholders_in_every_spelling() {
+        assert_eq!(
+            fixed_parts("invalid port %d: must be between %d and %d"),
+            ["invalid port", ": must be between", "and"]
+        );
+        assert_eq!(
+            fixed_parts("unknown command %q for %q"),
+            ["unknown command", "for"]
+        );
+        assert_eq!(
+            fixed_parts("error: unknown option '${flag}'"),
+            ["error: unknown option '"]
+        );
+        assert_eq!(
+            fixed_parts("Invalid value for {param_hint}: {message}"),
+            ["invalid value for"]
+        );
+        assert_eq!(
+            fixed_parts("got {:?} items, 100%% done"),
+            ["got", "items, 100% done"]
+        );
+        assert_eq!(fixed_parts("%(prog)s: error: %(message)s"), [": error:"]);
+        assert_eq!(fixed_parts("no #{thing} here"), ["no", "here"]);
+    }
+
+    #[test]
+    fn a_pasted_message_meets_its_format_string() {
+        let go = "if p > 65535 {\n\treturn fmt.Errorf(\"invalid port %d: must be between %d and %d\", p, 1, 65535)\n}";
+        let msg = collapse("invalid port 70000: must be between 1 and 65535");
+        assert!(message_match(&msg, go) >= 25);
+        let js = "throw new Error(`error: unknown option '${flag}'`);";
+        assert!(message_match(&collapse("error: unknown option '--verbos'"), js) > 0);
+        // Words in another order, or only some of the parts: no match.
+        assert_eq!(
+            message_match(
+                &collapse("must be between 1 and 65535: invalid port 70000"),
+                go
+            ),
+            0
+        );
+        assert_eq!(
+            message_match(&msg, "x = 'invalid'; y = 'nothing else'"),
+            0,
+            "a short fragment is not evidence"
+        );
+        // Apostrophes in comments are not literals that match by accident.
+        let rust = "// don't panic here, it's fine\nlet x = 1;";
+        assert_eq!(message_match(&msg, rust), 0);
+    }
+
+    #[test]
+    fn prose_names_symbols_in_code_spans() {
+        let text = "Call `Client.retry_policy` or `parse_args()`; see `the docs` and `x`.";
+        assert_eq!(named_symbols(text), ["client.retry_policy", "parse_args"]);
+    }
+}
