@@ -8,7 +8,7 @@ use tree_sitter::{Node, Parser, Tree};
 
 use crate::lang::{Kind, Spec};
 use crate::text::{split_lines, trim};
-use crate::{Chunked, Note, Options, Piece, Scope};
+use crate::{Chunked, Member, Note, Options, Piece, Scope};
 
 /// Parses `src`, giving up after the time budget.
 pub fn parse(language: &tree_sitter::Language, src: &str, opts: &Options) -> Option<Tree> {
@@ -151,6 +151,10 @@ fn is_trivial(code: &str) -> bool {
         })
 }
 
+fn is_doc_comment(comment: &str) -> bool {
+    comment.starts_with("/**") && !comment.starts_with("/**/") && comment.ends_with("*/")
+}
+
 fn has_blank_line(gap: &str) -> bool {
     gap.matches('\n').count() >= 2
 }
@@ -168,7 +172,7 @@ impl<'s> Walker<'s> {
 
     /// The children of `node`, with transparent nodes (`#ifdef`, `extern "C"`) replaced by
     /// their own children, to a bounded depth.
-    fn children<'t>(&mut self, node: Node<'t>, depth: usize) -> Vec<Node<'t>> {
+    fn children<'t>(&self, node: Node<'t>, depth: usize) -> Vec<Node<'t>> {
         let mut out = Vec::new();
         let mut cursor = node.walk();
         for c in node.children(&mut cursor) {
@@ -205,25 +209,182 @@ impl<'s> Walker<'s> {
             }
             return Some((node, kind));
         }
-        if spec.arrow_functions
-            && matches!(node.kind(), "lexical_declaration" | "variable_declaration")
-        {
-            let mut c = node.walk();
-            let decls: Vec<Node> = node
-                .named_children(&mut c)
-                .filter(|n| n.kind() == "variable_declarator")
-                .collect();
-            if let [d] = decls.as_slice()
-                && let Some(v) = d.child_by_field_name("value")
-                && matches!(
-                    v.kind(),
-                    "arrow_function" | "function_expression" | "function" | "generator_function"
-                )
+        if spec.arrow_functions {
+            if let Some((_, value)) = self.js_assignment(node) {
+                if is_js_function(value) {
+                    return Some((node, Kind::Function));
+                }
+                // An object literal with function members is a scope, as a namespace is.
+                if value.kind() == "object" && has_function_member(value) {
+                    return Some((node, Kind::Module));
+                }
+            }
+            if node.kind() == "pair"
+                && node
+                    .child_by_field_name("value")
+                    .is_some_and(is_js_function)
             {
-                return Some((node, Kind::Function));
+                return Some((node, Kind::Method));
             }
         }
+        if spec.lambdas
+            && let Some((_, value)) = py_assignment(node)
+            && self.is_py_function(value)
+        {
+            return Some((node, Kind::Function));
+        }
         None
+    }
+
+    /// JavaScript and TypeScript: the target and the value of a declaration or assignment
+    /// statement that may define something (`const f = …`, `res.status = …`,
+    /// `const proto = module.exports = …`: the outermost target, the innermost value), when
+    /// the target is a plain name or a dotted path.
+    fn js_assignment<'t>(&self, node: Node<'t>) -> Option<(Node<'t>, Node<'t>)> {
+        let (target, mut value) = match node.kind() {
+            "expression_statement" => {
+                let e = node.named_child(0)?;
+                if e.kind() != "assignment_expression" {
+                    return None;
+                }
+                (
+                    e.child_by_field_name("left")?,
+                    e.child_by_field_name("right")?,
+                )
+            }
+            "lexical_declaration" | "variable_declaration" => {
+                let mut c = node.walk();
+                let decls: Vec<Node> = node
+                    .named_children(&mut c)
+                    .filter(|n| n.kind() == "variable_declarator")
+                    .collect();
+                let [d] = decls.as_slice() else {
+                    return None;
+                };
+                (
+                    d.child_by_field_name("name")?,
+                    d.child_by_field_name("value")?,
+                )
+            }
+            _ => return None,
+        };
+        for _ in 0..8 {
+            if value.kind() != "assignment_expression" {
+                break;
+            }
+            value = value.child_by_field_name("right")?;
+        }
+        js_path(self.text(target)).map(|_| (target, value))
+    }
+
+    /// `lambda …`, `partial(…)`, `functools.partial(…)`, `partialmethod(…)`.
+    fn is_py_function(&self, value: Node) -> bool {
+        match value.kind() {
+            "lambda" => true,
+            "call" => value.child_by_field_name("function").is_some_and(|f| {
+                let name = self.text(f);
+                let last = name.rsplit('.').next().unwrap_or(name);
+                matches!(last, "partial" | "partialmethod")
+            }),
+            _ => false,
+        }
+    }
+
+    /// The owner, symbol and kind of a definition: what its syntax names beyond `name_of`
+    /// (a Go receiver, a JavaScript assignment target, a C++ `Class::method`).
+    fn naming(&self, node: Node, kind: Kind) -> (Option<String>, String, Kind) {
+        if self.spec.arrow_functions
+            && let Some((target, value)) = self.js_assignment(node)
+        {
+            let own = value.child_by_field_name("name").map(|n| self.text(n));
+            return js_naming(self.text(target), own, kind);
+        }
+        if self.spec.arrow_functions
+            && node.kind() == "pair"
+            && let Some(key) = node.child_by_field_name("key")
+        {
+            let key = self
+                .text(key)
+                .trim_matches(|c| matches!(c, '"' | '\'' | '`'));
+            return (None, key.to_owned(), kind);
+        }
+        if self.spec.lambdas
+            && let Some((target, _)) = py_assignment(node)
+        {
+            return (None, self.text(target).to_owned(), kind);
+        }
+        let name = self
+            .name_of(node)
+            .unwrap_or_else(|| "<anonymous>".to_owned());
+        // Go: `func (s *Store) Get(…)` → `Store.Get`.
+        if let Some(receiver) = node.child_by_field_name("receiver") {
+            let mut c = receiver.walk();
+            let owner = receiver
+                .named_children(&mut c)
+                .find_map(|p| p.child_by_field_name("type"))
+                .map(|t| {
+                    let t = self.text(t).trim_start_matches(['*', ' ', '(']);
+                    strip_generics(&t[..t.find('[').unwrap_or(t.len())])
+                })
+                .filter(|t| !t.is_empty());
+            return (owner, name, kind);
+        }
+        // C++ `void Foo::bar()`, Lua `function M:update()` / `function M.new()`.
+        if matches!(kind, Kind::Function | Kind::Method)
+            && let Some((owner, symbol, sep)) = split_qualified(&name)
+        {
+            // `Foo::bar` is a member function where there are classes (C++), a namespaced
+            // function where there are none (Bash); `M:update` is a Lua method.
+            let classes = self.spec.defs.iter().any(|(_, k)| *k == Kind::Class);
+            let kind = if sep == ":" || sep == "::" && classes {
+                Kind::Method
+            } else {
+                kind
+            };
+            return (Some(owner.to_owned()), symbol.to_owned(), kind);
+        }
+        (None, name, kind)
+    }
+
+    /// The definitions inside a container that stays one chunk, qualified under `prefix`,
+    /// nested containers' members included.
+    fn members(
+        &self,
+        body: Node,
+        prefix: &str,
+        container: Kind,
+        depth: usize,
+        out: &mut Vec<Member>,
+    ) {
+        if depth >= self.opts.max_depth {
+            return;
+        }
+        let children = self.children(body, depth);
+        for item in self.items(&children) {
+            let Some((node, kind)) = item.def else {
+                continue;
+            };
+            if out.len() >= MAX_MEMBERS {
+                return;
+            }
+            let (owner, name, kind) = self.naming(node, kind);
+            let kind = member_kind(kind, container);
+            let mut q = prefix.to_owned();
+            for part in owner.iter().chain([&name]) {
+                q.push('.');
+                q.push_str(part);
+            }
+            out.push(Member {
+                kind,
+                qualified_name: q.clone(),
+                start: item.node.start_byte(),
+            });
+            if kind.is_container()
+                && let Some(b) = self.body_of(node)
+            {
+                self.members(b, &q, kind, depth + 1, out);
+            }
+        }
     }
 
     /// Groups a block's children into items, attaching comments and attributes that stand
@@ -250,7 +411,12 @@ impl<'s> Walker<'s> {
                 for i in (0..pending.len()).rev() {
                     let p = pending[i];
                     let gap = &self.src[p.end_byte()..next_start];
-                    if spec.attributes.contains(&p.kind()) || !has_blank_line(gap) {
+                    // A doc comment (`/** … */`) right above, even a blank line away, as
+                    // JSDoc is written in CommonJS code (`*/`, blank line, `res.status = …`).
+                    let doc = i + 1 == pending.len()
+                        && is_doc_comment(self.text(p))
+                        && gap.matches('\n').count() == 2;
+                    if spec.attributes.contains(&p.kind()) || doc || !has_blank_line(gap) {
                         attach_from = i;
                         next_start = p.start_byte();
                     } else {
@@ -433,17 +599,11 @@ impl<'s> Walker<'s> {
         parent: Option<usize>,
         depth: usize,
     ) {
-        let (node, mut kind) = item.def.expect("a definition item");
-        if kind == Kind::Function
-            && scope.last().is_some_and(|s| {
-                s.kind.is_container() && !matches!(s.kind, Kind::Namespace | Kind::Module)
-            })
-        {
-            kind = Kind::Method;
+        let (node, kind) = item.def.expect("a definition item");
+        let (owner, name, mut kind) = self.naming(node, kind);
+        if let Some(s) = scope.last() {
+            kind = member_kind(kind, s.kind);
         }
-        let name = self
-            .name_of(node)
-            .unwrap_or_else(|| "<anonymous>".to_owned());
         let ceiling = self.opts.ceiling;
         let body = self.body_of(node);
         // Namespaces and modules are scopes, not units: their members are the chunks.
@@ -460,9 +620,25 @@ impl<'s> Walker<'s> {
         }
         if end - start <= ceiling {
             let mut p = Piece::new(kind, start, end, self.src[start..end].to_owned());
-            p.symbol = Some(name);
             p.scope = scope.to_vec();
+            p.owner = owner;
             p.parent = parent;
+            if kind.is_container()
+                && let Some(body) = body
+            {
+                // Members of `impl Display for Walker` are `Walker.fmt`.
+                let owner = match name.rsplit_once(" for ") {
+                    Some((_, ty)) if kind == Kind::Impl => ty,
+                    _ => &name,
+                };
+                let mut q: Vec<&str> = scope.iter().map(|s| s.name.as_str()).collect();
+                q.extend(p.owner.as_deref());
+                q.push(owner);
+                let mut members = Vec::new();
+                self.members(body, &q.join("."), kind, depth, &mut members);
+                p.members = members;
+            }
+            p.symbol = Some(name);
             self.out.push(p);
             return;
         }
@@ -529,6 +705,7 @@ impl<'s> Walker<'s> {
                 .collect(),
         };
         let ranges = self.pack(start, end, &points, depth);
+        let first = self.out.len();
         self.emit_parts(
             &ranges,
             kind,
@@ -537,6 +714,9 @@ impl<'s> Walker<'s> {
             parent,
             signature.as_deref(),
         );
+        for p in &mut self.out[first..] {
+            p.owner.clone_from(&owner);
+        }
     }
 
     fn emit_parts(
@@ -677,6 +857,13 @@ impl<'s> Walker<'s> {
     }
 
     fn body_of<'t>(&self, node: Node<'t>) -> Option<Node<'t>> {
+        // `const proto = module.exports = { … }`: the object is the body.
+        if self.spec.arrow_functions
+            && let Some((_, value)) = self.js_assignment(node)
+            && value.kind() == "object"
+        {
+            return Some(value);
+        }
         if let Some(b) = node.child_by_field_name("body") {
             return Some(b);
         }
@@ -851,6 +1038,107 @@ impl<'s> Walker<'s> {
     }
 }
 
+/// How many members of one container are kept addressable.
+const MAX_MEMBERS: usize = 256;
+
+/// A function directly inside a class-like container is a method.
+fn member_kind(kind: Kind, container: Kind) -> Kind {
+    if kind == Kind::Function
+        && container.is_container()
+        && !matches!(container, Kind::Namespace | Kind::Module)
+    {
+        Kind::Method
+    } else {
+        kind
+    }
+}
+
+/// Python: the target and value of `name = …` (a plain name).
+fn py_assignment(node: Node<'_>) -> Option<(Node<'_>, Node<'_>)> {
+    let a = (node.kind() == "expression_statement")
+        .then(|| node.named_child(0))
+        .flatten()?;
+    let target = a.child_by_field_name("left")?;
+    (a.kind() == "assignment" && target.kind() == "identifier")
+        .then(|| Some((target, a.child_by_field_name("right")?)))
+        .flatten()
+}
+
+fn is_js_function(n: Node) -> bool {
+    matches!(
+        n.kind(),
+        "arrow_function" | "function_expression" | "function" | "generator_function"
+    )
+}
+
+/// An object literal with at least one method, or `key: function …` pair.
+fn has_function_member(object: Node) -> bool {
+    let mut c = object.walk();
+    object.named_children(&mut c).any(|m| {
+        m.kind() == "method_definition"
+            || m.kind() == "pair" && m.child_by_field_name("value").is_some_and(is_js_function)
+    })
+}
+
+fn is_identifier(s: &str) -> bool {
+    !s.is_empty()
+        && !s.starts_with(|c: char| c.is_ascii_digit())
+        && s.chars()
+            .all(|c| c.is_alphanumeric() || c == '_' || c == '$')
+}
+
+/// The segments of a plain dotted path (`Foo.prototype.bar`), or `None` for anything else.
+fn js_path(target: &str) -> Option<Vec<&str>> {
+    let segs: Vec<&str> = target.split('.').map(str::trim).collect();
+    segs.iter().all(|s| is_identifier(s)).then_some(segs)
+}
+
+/// Owner, symbol and kind of a JavaScript definition by assignment to `target`, whose value
+/// is a function named `own` (if it has a name) or, for [`Kind::Module`], an object.
+/// `prototype` segments are dropped: `Foo.prototype.bar` is `Foo.bar`, a method. What is
+/// assigned to `exports` or `module.exports` is a function of the module.
+fn js_naming(target: &str, own: Option<&str>, kind: Kind) -> (Option<String>, String, Kind) {
+    let segs: Vec<&str> = js_path(target)
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|s| *s != "prototype")
+        .collect();
+    let Some((last, owner)) = segs.split_last() else {
+        return (None, target.to_owned(), kind);
+    };
+    if kind == Kind::Module {
+        return (None, segs.join("."), kind);
+    }
+    let exports = segs[0] == "exports" || segs.starts_with(&["module", "exports"]);
+    match (segs.as_slice(), own) {
+        (["module", "exports"], Some(own)) => (None, own.to_owned(), Kind::Function),
+        ([_], _) => (None, (*last).to_owned(), kind),
+        _ => (
+            Some(owner.join(".")),
+            (*last).to_owned(),
+            if exports {
+                Kind::Function
+            } else {
+                Kind::Method
+            },
+        ),
+    }
+}
+
+/// `Foo::bar` → (`Foo`, `bar`, `::`); Lua's `M:update` and `M.new` likewise; `None` unless
+/// both sides are names.
+fn split_qualified(name: &str) -> Option<(&str, &str, &'static str)> {
+    let (i, sep) = ["::", ":", "."]
+        .into_iter()
+        .find_map(|sep| name.rfind(sep).map(|i| (i, sep)))?;
+    let (owner, symbol) = (&name[..i], &name[i + sep.len()..]);
+    let owner_ok = owner
+        .split(sep)
+        .flat_map(|s| s.split(['.', ':']))
+        .all(|s| s.is_empty() || is_identifier(s));
+    (!owner.is_empty() && owner_ok && is_identifier(symbol)).then_some((owner, symbol, sep))
+}
+
 /// `QueueWorker<W>` → `QueueWorker`; `From<u8> for Id<T>` → `From for Id`.
 fn strip_generics(name: &str) -> String {
     let mut out = String::with_capacity(name.len());
@@ -960,11 +1248,16 @@ fn toc(path: &str, pieces: &[Piece], imports: &[String], src: &str, ceiling: usi
         let Some(q) = p.qualified_name() else {
             continue;
         };
-        if !seen.insert((p.kind, q.clone())) {
-            continue;
+        let members = p
+            .members
+            .iter()
+            .map(|m| (m.kind, &m.qualified_name, m.start));
+        for (kind, q, start) in std::iter::once((p.kind, &q, p.start)).chain(members) {
+            if seen.insert((kind, q.clone())) {
+                let line = line_starts.partition_point(|&s| s <= start);
+                defs.push_str(&format!("  {} {q} (line {line})\n", kind.as_str()));
+            }
         }
-        let line = line_starts.partition_point(|&s| s <= p.start);
-        defs.push_str(&format!("  {} {q} (line {line})\n", p.kind.as_str()));
     }
     if !defs.is_empty() {
         text.push_str("defines:\n");

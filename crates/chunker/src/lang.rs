@@ -86,8 +86,13 @@ pub struct Spec {
     pub calls: &'static [(&'static str, &'static str)],
     /// The first string statement of a body is a docstring (Python).
     pub docstrings: bool,
-    /// `const f = () => …` declarations count as functions (JavaScript, TypeScript).
+    /// Functions defined by declaration or assignment count as definitions (JavaScript,
+    /// TypeScript): `const f = () => …`, `res.status = function …`, `Foo.prototype.bar = …`,
+    /// `module.exports = …`, and an object literal with function members
+    /// (`const proto = module.exports = { get() {…} }`), which is a scope like a namespace.
     pub arrow_functions: bool,
+    /// `name = lambda …` and `name = partial(…)` assignments count as functions (Python).
+    pub lambdas: bool,
 }
 
 const C_LIKE_COMMENTS: &[&str] = &["line_comment", "block_comment"];
@@ -141,6 +146,7 @@ const BASE: Spec = Spec {
     calls: &[],
     docstrings: false,
     arrow_functions: false,
+    lambdas: false,
 };
 
 /// Preprocessor conditionals and `extern "C"` blocks: their contents count as top level.
@@ -192,6 +198,7 @@ pub static SPECS: &[Spec] = &[
         ],
         calls: &[("call", "function")],
         docstrings: true,
+        lambdas: true,
         ..BASE
     },
     Spec {
@@ -564,6 +571,7 @@ pub fn derive_spec(name: &str, lang: &Language) -> Spec {
         calls: leak(calls),
         docstrings: false,
         arrow_functions: false,
+        lambdas: false,
     }
 }
 

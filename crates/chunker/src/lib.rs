@@ -6,7 +6,13 @@
 //! comparisons, [`Strategy::Windows`]).
 //!
 //! The rules, all enforced by tests:
-//! - a definition that fits the ceiling is one chunk;
+//! - a definition that fits the ceiling is one chunk; a container that fits (a small class or
+//!   `impl`) lists its members' qualified names (`Walker.run`), so that they find it;
+//! - a definition is named as its reader names it: a Go method by its receiver
+//!   (`Store.Get`), a function defined by assignment by its target (`res.status = function
+//!   …` → `res.status`, `Foo.prototype.bar` → `Foo.bar`), a C++ out-of-line method by its
+//!   class; an object literal with methods (`const proto = module.exports = {…}`) is a scope
+//!   of method chunks; Python `f = lambda …` and `f = partial(…)` are functions;
 //! - an oversize container (class, impl, trait, interface, namespace) becomes one chunk per
 //!   member, chunks for its own code (header, fields, closing lines), and a **skeleton**:
 //!   signature, fields, every member's signature and docstring, bodies elided;
@@ -44,7 +50,7 @@ pub use lang::Kind;
 
 /// The version of the chunking rules; part of every content hash. Bump it when the chunks a
 /// file produces change, so embeddings are recomputed.
-pub const CHUNKER_VERSION: &str = "1";
+pub const CHUNKER_VERSION: &str = "2";
 
 /// Limits of the chunker.
 #[derive(Clone, Debug)]
@@ -114,6 +120,16 @@ pub struct Scope {
     pub name: String,
 }
 
+/// A definition inside a container small enough to stay one chunk: not a chunk of its own,
+/// but addressable by its qualified name (`Walker.run`), which leads to the container.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Member {
+    pub kind: Kind,
+    pub qualified_name: String,
+    /// Where the member starts in the file.
+    pub start: usize,
+}
+
 /// A chunk before it becomes a record: byte range, text, symbol and graph metadata.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Piece {
@@ -121,6 +137,10 @@ pub struct Piece {
     pub symbol: Option<String>,
     /// Enclosing definitions, outermost first (not including this piece).
     pub scope: Vec<Scope>,
+    /// The owner the definition itself names, outside any enclosing scope: a Go method's
+    /// receiver type (`Store`), the object a JavaScript function is assigned to
+    /// (`res.status = function …` → `res`), a C++ out-of-line method's class (`Foo::bar`).
+    pub owner: Option<String>,
     pub start: usize,
     pub end: usize,
     /// The code as it is in the file (`src[start..end]`), or generated text for skeletons and
@@ -137,6 +157,8 @@ pub struct Piece {
     pub imports: Vec<String>,
     /// For Markdown: the heading trail.
     pub trail: Vec<String>,
+    /// The definitions inside a container that stays one chunk.
+    pub members: Vec<Member>,
 }
 
 impl Piece {
@@ -145,6 +167,7 @@ impl Piece {
             kind,
             symbol: None,
             scope: Vec::new(),
+            owner: None,
             start,
             end,
             text,
@@ -154,13 +177,15 @@ impl Piece {
             calls: Vec::new(),
             imports: Vec::new(),
             trail: Vec::new(),
+            members: Vec::new(),
         }
     }
 
-    /// `QueueWorker.drain`: the scope chain and the symbol.
+    /// `QueueWorker.drain`: the scope chain, the owner and the symbol.
     pub fn qualified_name(&self) -> Option<String> {
         let symbol = self.symbol.as_ref()?;
         let mut parts: Vec<&str> = self.scope.iter().map(|s| s.name.as_str()).collect();
+        parts.extend(self.owner.as_deref());
         parts.push(symbol);
         Some(parts.join("."))
     }
@@ -217,5 +242,7 @@ pub fn chunk(
     }
 }
 
+#[cfg(test)]
+mod definition_tests;
 #[cfg(test)]
 mod tests;

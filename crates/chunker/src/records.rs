@@ -46,7 +46,10 @@ pub fn header(src: &Source, p: &Piece) -> String {
                 } else {
                     p.kind.as_str()
                 };
-                steps.push(format!("{kind} {sym}"));
+                match &p.owner {
+                    Some(owner) => steps.push(format!("{kind} {owner}.{sym}")),
+                    None => steps.push(format!("{kind} {sym}")),
+                }
             }
             where_.push_str(&steps.join(" › "));
         }
@@ -136,6 +139,7 @@ pub fn to_records(src: &Source, chunked: &Chunked, text: &str) -> Vec<ChunkRecor
                 children_ids: children.remove(&i).unwrap_or_default(),
                 calls: p.calls.clone(),
                 imports: p.imports.clone(),
+                members: p.members.iter().map(|m| m.qualified_name.clone()).collect(),
                 chunker_version: CHUNKER_VERSION.to_owned(),
             }
         })

@@ -66,20 +66,27 @@ pub fn shard_of(doc: &DocRow, shards: u32) -> u32 {
     (u64::from_le_bytes(b[..8].try_into().expect("8 bytes")) % u64::from(shards.max(1))) as u32
 }
 
-/// Resolves callee names to chunk ids of definitions in the same repository.
+/// Resolves callee names to chunk ids of definitions in the same repository: a member of a
+/// container that stays one chunk (`Walker.run`) resolves to the container.
 pub fn resolve_calls(docs: &mut [LiveDoc]) {
     let mut by_name: HashMap<(&str, &str), Vec<trawl_core::ChunkId>> = HashMap::new();
     for d in docs.iter() {
-        if let Some(s) = &d.doc.symbol
-            && matches!(
+        let symbol = d.doc.symbol.as_deref().filter(|_| {
+            matches!(
                 d.doc.kind.as_str(),
                 "function" | "method" | "class" | "struct" | "enum" | "interface" | "trait"
             )
-        {
-            by_name
-                .entry((d.doc.repo_id.as_str(), s.as_str()))
-                .or_default()
-                .push(d.doc.chunk_id);
+        });
+        let members = d
+            .doc
+            .members
+            .iter()
+            .map(|m| m.rsplit(['.', ':']).next().unwrap_or(m));
+        for s in symbol.into_iter().chain(members) {
+            let ids = by_name.entry((d.doc.repo_id.as_str(), s)).or_default();
+            if ids.last() != Some(&d.doc.chunk_id) {
+                ids.push(d.doc.chunk_id);
+            }
         }
     }
     let resolved: Vec<Vec<trawl_core::ChunkId>> = docs

@@ -40,6 +40,11 @@ pub struct DocRow {
     /// Callees resolved to definitions of the same repository (by name; at most 4 a name).
     pub call_ids: Vec<ChunkId>,
     pub imports: Vec<String>,
+    /// Qualified names of the definitions inside a container that stays one chunk: the
+    /// symbol map and the text index's symbol field find the container under them.
+    /// Absent from segments written before it existed.
+    #[serde(default)]
+    pub members: Vec<String>,
 }
 
 impl DocRow {
@@ -73,6 +78,7 @@ impl DocRow {
             list("calls"),
             list("call_ids"),
             list("imports"),
+            list("members"),
         ]))
     }
 
@@ -100,6 +106,7 @@ impl DocRow {
             calls: c.calls,
             call_ids: Vec::new(),
             imports: c.imports,
+            members: c.members,
         }
     }
 
@@ -168,6 +175,7 @@ mod tests {
             calls: vec!["g".into()],
             call_ids: vec![id],
             imports: vec![],
+            members: vec!["C.f".into()],
         };
         let back: Vec<DocRow> =
             from_parquet(to_parquet(std::slice::from_ref(&d)).unwrap()).unwrap();

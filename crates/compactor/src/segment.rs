@@ -217,6 +217,9 @@ fn build_text(docs: &[DocRow], _tmp: &Path) -> Result<Vec<(String, Bytes)>, Comp
         if let Some(s) = d.qualified_name.as_ref().or(d.symbol.as_ref()) {
             doc.add_text(f.symbol, s);
         }
+        for m in &d.members {
+            doc.add_text(f.symbol, m);
+        }
         doc.add_text(f.header, &d.header);
         doc.add_text(f.body, &d.text);
         writer.add_document(doc).map_err(tv)?;

@@ -64,5 +64,6 @@ pub fn function_doc(
         calls: vec![],
         call_ids: vec![],
         imports: vec![],
+        members: vec![],
     }
 }

@@ -250,6 +250,11 @@ pub struct ChunkRecord {
     pub children_ids: Vec<ChunkId>,
     pub calls: Vec<String>,
     pub imports: Vec<String>,
+    /// Qualified names of the definitions inside a container that stays one chunk (a small
+    /// class or impl): its methods are found under their own names and lead to it.
+    /// Absent from parts written before it existed.
+    #[serde(default)]
+    pub members: Vec<String>,
     pub token_estimate: u32,
     pub chunker_version: String,
 }
@@ -289,6 +294,7 @@ impl ChunkRecord {
             list("children_ids"),
             list("calls"),
             list("imports"),
+            list("members"),
             Field::new("token_estimate", DataType::UInt32, false),
             Field::new("chunker_version", DataType::Utf8, false),
         ])
@@ -573,9 +579,22 @@ mod tests {
             children_ids: vec![id],
             calls: vec!["print".into()],
             imports: vec![],
+            members: vec!["app.Runner.run".into()],
             token_estimate: 5,
             chunker_version: "1".into(),
         }
+    }
+
+    #[test]
+    fn chunk_parts_written_before_members_existed_still_read() {
+        let c = sample_chunk();
+        let batch = to_batch(std::slice::from_ref(&c)).unwrap();
+        let at = batch.schema().index_of("members").unwrap();
+        let mut old = batch.clone();
+        old.remove_column(at);
+        let back: Vec<ChunkRecord> = from_batch(&old).unwrap();
+        assert_eq!(back[0].members, Vec::<String>::new());
+        assert_eq!(back[0].qualified_name, c.qualified_name);
     }
 
     #[test]

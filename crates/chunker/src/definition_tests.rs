@@ -1,0 +1,340 @@
+//! Definitions a reader names but the syntax spells in other ways: JavaScript functions
+//! defined by assignment, Go methods with their receivers, Python lambdas and partials, and
+//! the members of containers small enough to stay one chunk. Snapshots list each chunk as
+//! `lines kind qualified-name` with its header line and its members.
+
+use std::fmt::Write as _;
+
+use crate::check::invariants;
+use crate::records::{Source, to_records};
+use crate::{Options, Strategy, chunk};
+use trawl_core::records::ChunkRecord;
+
+fn fixture(name: &str) -> String {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("src/fixtures")
+        .join(name);
+    std::fs::read_to_string(path).unwrap()
+}
+
+/// The chunks of `src` as records: `(kind, qualified name, members)`.
+fn records(path: &str, lang: &str, src: &str) -> Vec<ChunkRecord> {
+    let opts = Options::default();
+    let c = chunk(path, Some(lang), src, Strategy::Ast, &opts);
+    invariants(src, &c, opts.ceiling).unwrap();
+    let repo = trawl_core::RepoId::parse("github.com/a/b").unwrap();
+    let blob: trawl_core::BlobId = "0".repeat(40).parse().unwrap();
+    let s = Source {
+        repo: &repo,
+        path,
+        blob: &blob,
+        language: lang,
+    };
+    to_records(&s, &c, src)
+}
+
+/// One line per chunk, its header's first line, its members and its first line of code.
+fn outline(path: &str, lang: &str, src: &str) -> String {
+    let mut out = String::new();
+    for r in records(path, lang, src) {
+        let _ = writeln!(
+            out,
+            "{}-{} {} {}",
+            r.start_line,
+            r.end_line,
+            r.kind,
+            r.qualified_name.as_deref().unwrap_or("")
+        );
+        let _ = writeln!(out, "   # {}", r.header.lines().next().unwrap_or(""));
+        if !r.members.is_empty() {
+            let _ = writeln!(out, "   members: {}", r.members.join(", "));
+        }
+        if r.kind == "toc" {
+            for l in r.text.lines().skip_while(|l| *l != "defines:") {
+                let _ = writeln!(out, "   │ {l}");
+            }
+        } else {
+            let _ = writeln!(out, "   │ {}", r.text.lines().next().unwrap_or(""));
+        }
+    }
+    out
+}
+
+/// `(kind, qualified name)` of every definition chunk.
+fn definitions(lang: &str, src: &str) -> Vec<(String, String)> {
+    records("x", lang, src)
+        .into_iter()
+        .filter(|r| !matches!(r.kind.as_str(), "toc" | "module_code"))
+        .map(|r| (r.kind, r.qualified_name.unwrap_or_default()))
+        .collect()
+}
+
+/// The first chunk of `symbol`.
+fn by_symbol<'r>(recs: &'r [ChunkRecord], symbol: &str) -> &'r ChunkRecord {
+    recs.iter()
+        .find(|r| r.symbol.as_deref() == Some(symbol))
+        .unwrap_or_else(|| panic!("no chunk of {symbol}"))
+}
+
+/// Fixture `name` chunked as `path`, after checking that its definitions are `expected`:
+/// its outline (for a snapshot) and its records.
+fn fixture_case(
+    name: &str,
+    path: &str,
+    lang: &str,
+    expected: &[(&str, &str)],
+) -> (String, Vec<ChunkRecord>) {
+    let src = fixture(name);
+    assert_eq!(definitions(lang, &src), pairs(expected), "{name}");
+    (outline(path, lang, &src), records(path, lang, &src))
+}
+
+fn pairs(v: &[(&str, &str)]) -> Vec<(String, String)> {
+    v.iter()
+        .map(|(k, q)| ((*k).to_owned(), (*q).to_owned()))
+        .collect()
+}
+
+#[test]
+fn commonjs_functions_defined_by_assignment_are_definitions() {
+    let (outline, recs) = fixture_case(
+        "response.js",
+        "lib/response.js",
+        "javascript",
+        &[
+            ("method", "res.status"),
+            ("method", "res.json"),
+            ("function", "exports.helper"),
+            ("function", "module.exports.format"),
+            ("function", "Router"),
+            ("method", "Router.use"),
+            ("method", "Router.handle"),
+            ("function", "createServer"),
+            ("function", "noop"),
+        ],
+    );
+    insta::assert_snapshot!(outline);
+    let status = recs
+        .iter()
+        .find(|r| r.qualified_name.as_deref() == Some("res.status"))
+        .unwrap();
+    assert_eq!(status.symbol.as_deref(), Some("status"));
+    assert_eq!(status.kind, "method");
+    assert!(status.text.starts_with("/**\n * Set the HTTP status code"));
+    assert!(
+        status
+            .header
+            .starts_with("lib/response.js · method res.status\n")
+    );
+}
+
+#[test]
+fn members_of_an_object_assigned_to_module_exports_are_methods_of_it() {
+    let (outline, recs) = fixture_case(
+        "context.js",
+        "lib/context.js",
+        "javascript",
+        &[
+            ("method", "proto.inspect"),
+            ("method", "proto.toJSON"),
+            ("method", "proto.throw"),
+            ("method", "proto.cookies"),
+            ("method", "proto.cookies"),
+        ],
+    );
+    insta::assert_snapshot!(outline);
+    assert!(
+        by_symbol(&recs, "inspect")
+            .text
+            .contains("util.inspect() implementation")
+    );
+    let small = "module.exports = {\n  get(key) { return this.map[key]; },\n  size: 3,\n};\n";
+    assert_eq!(
+        definitions("javascript", small),
+        pairs(&[("method", "module.exports.get")])
+    );
+    // An object without functions is module code, as is any other assignment.
+    let data = "module.exports = { a: 1, b: [2] };\nexports.x = 1;\n";
+    assert_eq!(definitions("javascript", data), []);
+}
+
+#[test]
+fn module_exports_of_a_named_function_is_that_function() {
+    let recs = records("lib/express.js", "javascript", &fixture("application.js"));
+    let app = &recs[0];
+    assert_eq!(
+        (app.kind.as_str(), app.symbol.as_deref()),
+        ("function", Some("createApplication"))
+    );
+    assert!(app.text.starts_with("/**\n * Create an application."));
+    assert_eq!(
+        definitions("javascript", "module.exports = () => 1;\n"),
+        pairs(&[("function", "module.exports")])
+    );
+}
+
+#[test]
+fn typescript_assignments_are_definitions_too() {
+    let src = "import x from 'y';\n\n/** Status. */\nres.status = function (code: number): Res {\n  return this;\n};\n\nFoo.prototype.bar = async (a: string) => {\n  return a;\n};\n\nexport const api = {\n  get(id: string) {\n    return id;\n  },\n};\n";
+    for lang in ["typescript", "tsx"] {
+        assert_eq!(
+            definitions(lang, src),
+            pairs(&[
+                ("method", "res.status"),
+                ("method", "Foo.bar"),
+                ("method", "api.get"),
+            ]),
+            "{lang}"
+        );
+    }
+}
+
+#[test]
+fn go_methods_keep_their_receiver() {
+    let (outline, recs) = fixture_case(
+        "store.go",
+        "store/store.go",
+        "go",
+        &[
+            ("struct", "Store"),
+            ("method", "Store.Get"),
+            ("method", "Store.Len"),
+            ("struct", "Cache"),
+            ("method", "Cache.Put"),
+            ("function", "New"),
+        ],
+    );
+    insta::assert_snapshot!(outline);
+    let get = by_symbol(&recs, "Get");
+    assert!(
+        get.header
+            .starts_with("store/store.go · method Store.Get\n")
+    );
+}
+
+#[test]
+fn members_of_a_small_rust_impl_are_addressable() {
+    let (outline, recs) = fixture_case(
+        "walker.rs",
+        "src/walker.rs",
+        "rust",
+        &[
+            ("struct", "Walker"),
+            ("impl", "Walker"),
+            ("impl", "std::fmt::Display for Walker"),
+        ],
+    );
+    insta::assert_snapshot!(outline);
+    let imp = recs
+        .iter()
+        .find(|r| r.kind == "impl" && r.symbol.as_deref() == Some("Walker"))
+        .unwrap();
+    assert_eq!(imp.members, ["Walker.run", "Walker.skip"]);
+    let display = by_symbol(&recs, "std::fmt::Display for Walker");
+    assert_eq!(display.members, ["Walker.fmt"]);
+}
+
+#[test]
+fn members_of_small_classes_are_addressable_in_every_language() {
+    let cases: &[(&str, &str, &[&str])] = &[
+        (
+            "python",
+            "class Walker:\n    def run(self):\n        pass\n\n    class Inner:\n        def go(self): pass\n",
+            &["Walker.run", "Walker.Inner", "Walker.Inner.go"],
+        ),
+        (
+            "javascript",
+            "class Walker {\n  run() {}\n  static of() {}\n}\n",
+            &["Walker.run", "Walker.of"],
+        ),
+        (
+            "typescript",
+            "export class Walker {\n  run(): void {}\n}\n",
+            &["Walker.run"],
+        ),
+        (
+            "java",
+            "class Walker {\n  void run() {}\n  Walker() {}\n}\n",
+            &["Walker.run", "Walker.Walker"],
+        ),
+        (
+            "cpp",
+            "class Walker {\n public:\n  void run() {}\n};\n",
+            &["Walker.run"],
+        ),
+        (
+            "csharp",
+            "class Walker {\n  void Run() {}\n}\n",
+            &["Walker.Run"],
+        ),
+        (
+            "ruby",
+            "class Walker\n  def run\n  end\nend\n",
+            &["Walker.run"],
+        ),
+        (
+            "php",
+            "<?php\nclass Walker {\n  function run() {}\n}\n",
+            &["Walker.run"],
+        ),
+    ];
+    for (lang, src, members) in cases {
+        let recs = records("x", lang, src);
+        let class = recs
+            .iter()
+            .find(|r| r.symbol.as_deref() == Some("Walker"))
+            .unwrap_or_else(|| panic!("{lang}: no Walker"));
+        assert_eq!(class.members, *members, "{lang}");
+        let toc = recs.iter().find(|r| r.kind == "toc").unwrap();
+        assert!(
+            toc.text.contains(&format!(" {} (line", members[0])),
+            "{lang}: {}",
+            toc.text
+        );
+    }
+}
+
+#[test]
+fn python_lambdas_and_partials_are_functions() {
+    let (outline, recs) = fixture_case(
+        "funcs.py",
+        "funcs.py",
+        "python",
+        &[
+            ("function", "square"),
+            ("function", "int2"),
+            ("function", "hex_int"),
+            ("class", "Shape"),
+        ],
+    );
+    insta::assert_snapshot!(outline);
+    assert!(
+        recs[1]
+            .text
+            .starts_with("# Square a number.\nsquare = lambda")
+    );
+    let shape = recs.iter().find(|r| r.kind == "class").unwrap();
+    assert_eq!(shape.members, ["Shape.area", "Shape.scaled", "Shape.name"]);
+}
+
+#[test]
+fn cpp_out_of_line_methods_and_lua_methods_name_their_owner() {
+    assert_eq!(
+        definitions(
+            "cpp",
+            "void Walker::run() {}\nint ns::Walker::size() const { return 0; }\n"
+        ),
+        pairs(&[("method", "Walker.run"), ("method", "ns::Walker.size")])
+    );
+    assert_eq!(
+        definitions(
+            "lua",
+            "function M:update(dt)\nend\n\nfunction M.new()\nend\n\nfunction helper()\nend\n"
+        ),
+        pairs(&[
+            ("method", "M.update"),
+            ("function", "M.new"),
+            ("function", "helper"),
+        ])
+    );
+}
