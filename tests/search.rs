@@ -340,27 +340,88 @@ fn eval_reports_recall_and_mrr_and_names_a_bad_line() {
     )
     .unwrap();
     let out = ok(&trawl(work.path())
-        .args(["eval", "q.jsonl", "--mode", "lexical,hybrid", "--missed"])
+        .args([
+            "eval",
+            "q.jsonl",
+            "--mode",
+            "lexical,hybrid",
+            "--missed",
+            "--ablate",
+        ])
         .output()
         .unwrap());
     let row = out
         .lines()
-        .find(|l| l.starts_with("| all | hybrid | 4 |"))
+        .find(|l| l.starts_with("| trawl · hybrid |"))
         .unwrap_or_else(|| panic!("{out}"));
     let cells: Vec<f64> = row
         .split('|')
         .filter_map(|c| c.trim().parse().ok())
         .collect();
-    // queries, R@1, R@5, R@10, MRR@10: the symbol query is found first, the bogus target never.
-    assert!((cells[0] - 4.0).abs() < f64::EPSILON, "{row}");
-    assert!(cells[1] >= 0.25 && cells[3] <= 0.75, "{row}");
+    // R@1, R@5, R@10, MRR@10, mean span, then MRR per kind (config, natural, symbol): the
+    // symbol query is found first, the bogus target never.
+    assert!(out.contains("split: all (4 queries)"), "{out}");
+    assert!(cells[0] >= 0.25 && cells[2] <= 0.75, "{row}");
+    assert!(cells[4] >= 1.0, "a result spans at least one line: {row}");
+    assert!((cells[7] - 0.5).abs() < 1e-9, "{row}");
     assert!(
-        out.contains("| kind=symbol | hybrid | 2 | 0.500 |"),
+        out.contains("missed (trawl · hybrid, all): ") && out.contains("x1"),
         "{out}"
     );
+    // Each ranking change switched off in turn is a row of its own.
+    for what in [
+        "intent weights",
+        "message match",
+        "role prior",
+        "narrow citations",
+    ] {
+        assert!(out.contains(&format!("| trawl without {what} |")), "{out}");
+    }
+
+    // The naive baseline: the same repository as windows in another store, evaluated with
+    // every ranking change off and printed beside the default.
+    ok(&trawl(work.path())
+        .args([
+            "--store",
+            "naive",
+            "--set",
+            "chunk.strategy=windows",
+            "index",
+        ])
+        .arg(src.path())
+        .args(["--embedder", "hash"])
+        .output()
+        .unwrap());
+    let out = ok(&trawl(work.path())
+        .args(["eval", "q.jsonl", "--baseline", "naive"])
+        .output()
+        .unwrap());
+    let span = |prefix: &str| -> f64 {
+        let row = out
+            .lines()
+            .find(|l| l.starts_with(prefix))
+            .unwrap_or_else(|| panic!("{out}"));
+        let cells: Vec<f64> = row
+            .split('|')
+            .filter_map(|c| c.trim().parse().ok())
+            .collect();
+        cells[4]
+    };
     assert!(
-        out.contains("missed (hybrid): ") && out.contains("x1"),
-        "{out}"
+        span("| naive RAG") > span("| trawl |"),
+        "a 1,000-character window cites more lines than a definition: {out}"
+    );
+
+    // A split the set does not have is an error that says so.
+    let none = trawl(work.path())
+        .args(["eval", "q.jsonl", "--split", "test"])
+        .output()
+        .unwrap();
+    assert!(!none.status.success());
+    assert!(
+        String::from_utf8_lossy(&none.stderr).contains("split \"test\""),
+        "{}",
+        String::from_utf8_lossy(&none.stderr)
     );
 
     std::fs::write(

@@ -393,6 +393,7 @@ pub async fn eval(cfg: &Config, args: EvalArgs) -> anyhow::Result<ExitCode> {
     splits.dedup();
     let mut json = Vec::new();
     let mut out = String::new();
+    let mut missed = Vec::new();
     for split in &splits {
         let idx: Vec<usize> = (0..queries.len())
             .filter(|&i| &queries[i].split == split)
@@ -422,7 +423,11 @@ pub async fn eval(cfg: &Config, args: EvalArgs) -> anyhow::Result<ExitCode> {
             }
             out.push('\n');
             if args.missed {
-                eprintln!("missed ({}, {title}): {}", run.name, r.missed.join(", "));
+                missed.push(format!(
+                    "missed ({}, {title}): {}\n",
+                    run.name,
+                    r.missed.join(", ")
+                ));
             }
             json.push(serde_json::json!({
                 "run": run.name, "mode": run.mode.as_str(), "split": title, "report": r,
@@ -432,7 +437,7 @@ pub async fn eval(cfg: &Config, args: EvalArgs) -> anyhow::Result<ExitCode> {
     if args.json {
         println!("{}", serde_json::to_string_pretty(&json)?);
     } else {
-        print!("{out}");
+        print!("{out}\n{}", missed.concat());
     }
     Ok(ExitCode::SUCCESS)
 }

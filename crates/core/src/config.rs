@@ -80,6 +80,9 @@ pub struct QueryConfig {
     pub docs_prior: f64,
     /// Prior of a file's table of contents and of class skeletons (1 = off).
     pub wide_prior: f64,
+    /// Prior of module-level code (statements outside any definition) when the query asks
+    /// for code (1 = off).
+    pub module_prior: f64,
     /// A table of contents or a skeleton gives its place to a narrower candidate inside it.
     pub narrow: bool,
     /// A doc section that names a definition in a code span (`` `Client.retry` ``) adds
@@ -113,8 +116,8 @@ impl Default for QueryConfig {
             listen: "127.0.0.1:7700".into(),
             cache_dir: PathBuf::new(),
             poll_secs: 10,
-            rrf_k: 60.0,
-            weight_vector: 1.0,
+            rrf_k: 20.0,
+            weight_vector: 0.5,
             weight_lexical: 1.0,
             identifier_lexical_weight: 2.0,
             intent_weights: true,
@@ -124,9 +127,10 @@ impl Default for QueryConfig {
             test_prior: 0.5,
             docs_prior: 0.6,
             wide_prior: 0.5,
+            module_prior: 1.0,
             narrow: true,
-            prose_lend: 0.3,
-            phrase_weight: 3.0,
+            prose_lend: 0.1,
+            phrase_weight: 6.0,
             candidates: 50,
             ef_search: 128,
             max_k: 100,

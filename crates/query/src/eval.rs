@@ -96,6 +96,7 @@ pub fn ablations() -> Vec<Ablation> {
         ("role prior", |p| {
             p.test_prior = 1.0;
             p.docs_prior = 1.0;
+            p.module_prior = 1.0;
         }),
         ("narrow citations", |p| {
             p.wide_prior = 1.0;

@@ -104,8 +104,9 @@ pub fn classify(query: &str) -> Intent {
         return Intent::Natural;
     }
     if words.len() == 1 {
-        let w = words[0];
-        if env_var_like(w) || flag_like(w) {
+        // `RUST_LOG_STYLE=always`, `--color=never`: a setting with its value.
+        let w = words[0].split_once('=').map_or(words[0], |(k, _)| k);
+        if env_var_like(w) || flag_like(w) || (w.len() < words[0].len() && identifier_like(w)) {
             return Intent::Config;
         }
         if identifier_like(w) {
@@ -221,6 +222,28 @@ const EXAMPLE_DIRS: [&str; 9] = [
 const DOC_DIRS: [&str; 3] = ["docs", "doc", "documentation"];
 const PROSE_EXTS: [&str; 7] = ["md", "markdown", "mdx", "rst", "txt", "adoc", "org"];
 
+/// Whether a definition's name says it is a test: a member of a `tests` module (Rust's
+/// `#[cfg(test)] mod tests`), `test_*` (Python, Rust), `Test*` (Go).
+fn test_name(qualified: Option<&str>) -> bool {
+    let Some(q) = qualified else {
+        return false;
+    };
+    let q = q.replace("::", ".");
+    let last = q.rsplit('.').next().unwrap_or(&q);
+    q.starts_with("tests.")
+        || q.contains(".tests.")
+        || last.starts_with("test_")
+        || (last.starts_with("Test") && last[4..].starts_with(|c: char| c.is_ascii_uppercase()))
+}
+
+/// The role of a chunk: from its file's path, its kind and its name.
+pub fn chunk_role(d: &DocRow) -> Role {
+    match role(&d.path, &d.kind) {
+        Role::Implementation if test_name(d.qualified_name.as_deref()) => Role::Test,
+        r => r,
+    }
+}
+
 /// The role of a file.
 pub fn role(path: &str, kind: &str) -> Role {
     let lower = path.to_lowercase();
@@ -251,7 +274,7 @@ pub fn role(path: &str, kind: &str) -> Role {
 
 /// The prior of a chunk for a query: below 1 for what the query does not ask for.
 pub fn prior(d: &DocRow, intent: Intent, query: &str, params: &QueryConfig) -> f64 {
-    let role = role(&d.path, &d.kind);
+    let role = chunk_role(d);
     let mut p = if intent.wants_code(query) {
         match role {
             Role::Implementation => 1.0,
@@ -266,6 +289,8 @@ pub fn prior(d: &DocRow, intent: Intent, query: &str, params: &QueryConfig) -> f
     };
     if is_wide(&d.kind) {
         p *= params.wide_prior;
+    } else if d.kind == "module_code" && intent.wants_code(query) {
+        p *= params.module_prior;
     }
     p
 }
@@ -578,6 +603,9 @@ mod tests {
             ("retry", Intent::Identifier),
             ("RUST_LOG_STYLE", Intent::Config),
             ("--no-color", Intent::Config),
+            ("RUST_LOG_STYLE=always", Intent::Config),
+            ("--color=never", Intent::Config),
+            ("write_style=never", Intent::Config),
             ("auto_envvar_prefix option", Intent::Config),
             ("write_style never", Intent::Config),
             ("error: unknown option '--verbos'", Intent::Error),
@@ -615,6 +643,17 @@ mod tests {
         assert_eq!(role("docs/conf.py", "module_code"), Role::Docs);
         assert_eq!(role("src/latest.rs", "function"), Role::Implementation);
         assert_eq!(role("src/contest.rs", "function"), Role::Implementation);
+        for (name, test) in [
+            ("tests.parse_spec_global", true),
+            ("filter::tests::matches", true),
+            ("test_parse", true),
+            ("TestListen", true),
+            ("Parser.parse", false),
+            ("Testament", false),
+            ("latest_test_run", false),
+        ] {
+            assert_eq!(test_name(Some(name)), test, "{name}");
+        }
     }
 
     #[test]

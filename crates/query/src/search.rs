@@ -248,21 +248,6 @@ pub fn candidates(
             }
         }
     }
-    // A query that names a definition (symbol or qualified name) ranks it first.
-    if mode == Mode::Hybrid && !req.query.trim().contains(char::is_whitespace) {
-        let key = normalize_symbol(&req.query);
-        for (si, seg) in generation.segments.iter().enumerate() {
-            let Some(ords) = seg.symbols.get(&key) else {
-                continue;
-            };
-            let f = SegFilter::new(seg, &filter);
-            for &o in ords {
-                if f.ok(u64::from(o)) {
-                    *fused.entry((si as u32, o)).or_default() += EXACT_SYMBOL;
-                }
-            }
-        }
-    }
     let doc = |(s, o): rank::Key| &generation.segments[s as usize].docs[o as usize];
     let definitions = |name: &str| -> Vec<rank::Key> {
         let mut out = Vec::new();
@@ -279,6 +264,26 @@ pub fn candidates(
         }
         out
     };
+    // A query that names a definition (symbol or qualified name) ranks it first; one that
+    // names it through another owner (`ctx.throw` for `proto.throw`, `app.listen` for
+    // `Application.listen`) ranks the few definitions of that member name next.
+    if mode == Mode::Hybrid && !req.query.trim().contains(char::is_whitespace) {
+        let key = normalize_symbol(&req.query);
+        let mut defs = definitions(&key);
+        let mut boost = EXACT_SYMBOL;
+        if defs.is_empty()
+            && let Some((_, member)) = key.rsplit_once('.')
+        {
+            let named = definitions(member);
+            if named.len() <= MAX_MEMBER_MATCHES {
+                defs = named;
+                boost = MEMBER_SYMBOL;
+            }
+        }
+        for k in defs {
+            *fused.entry(k).or_default() += boost;
+        }
+    }
     rank::adjust(&mut fused, &req.query, intent, params, doc, definitions);
     let mut candidates: Vec<Candidate> = fused.into_iter().map(|((s, o), v)| (s, o, v)).collect();
     candidates.sort_by(by_score);
@@ -290,6 +295,10 @@ pub fn candidates(
 
 /// Added to the fused score of an exact symbol match: more than any fusion can give.
 pub const EXACT_SYMBOL: f64 = 1.0;
+/// Added to the definitions of a qualified query's member name when the owner differs.
+pub const MEMBER_SYMBOL: f64 = 0.5;
+/// A member name defined more often than this says too little to boost any of them.
+pub const MAX_MEMBER_MATCHES: usize = 3;
 
 fn vector_arm(
     seg: &Segment,
