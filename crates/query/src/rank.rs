@@ -128,9 +128,17 @@ pub fn classify(query: &str) -> Intent {
             || lower.contains("traceback (most recent call last)");
         // A sentence with a colon and a concrete value (a number or a quoted string) reads
         // as a message: `invalid port 70000: must be between 1 and 65535`.
-        let valued = t.contains(':')
+        let quoted = words.iter().any(|w| {
+            let w = w.trim_end_matches([',', '.', ':', ';']);
+            w.len() >= 3
+                && ['"', '\'', '`']
+                    .iter()
+                    .any(|&q| w.starts_with(q) && w.ends_with(q))
+        });
+        let valued = (t.contains(':')
             && (t.chars().any(|c| c.is_ascii_digit()) || t.contains(['"', '\'', '`']))
-            && words.len() >= 3;
+            && words.len() >= 3)
+            || (quoted && words.len() >= 4);
         if opens_as_error || says_error || valued {
             return Intent::Error;
         }
@@ -502,7 +510,7 @@ pub fn adjust<'a, S: std::hash::BuildHasher>(
             .filter(|c| c.is_alphanumeric())
             .count()
             .max(1);
-        for &(key, _) in ranked.iter().take(MESSAGE_POOL) {
+        for &(key, _) in &ranked {
             let m = message_match(&message, &doc(key).text);
             if m > 0 {
                 let share = (m as f64 / len as f64).min(1.0);
@@ -536,8 +544,8 @@ pub fn adjust<'a, S: std::hash::BuildHasher>(
     }
 }
 
-/// Candidates whose text is searched for a pasted message's format string.
-const MESSAGE_POOL: usize = 200;
+/// How many times deeper the arms look for a pasted message.
+pub const ERROR_DEPTH: usize = 4;
 /// Prose candidates whose named symbols borrow their score.
 const LEND_POOL: usize = 30;
 /// Candidates after a wide one searched for a narrower chunk inside it.
@@ -618,6 +626,11 @@ mod tests {
                 Intent::Error,
             ),
             ("ValueError: too many values to unpack", Intent::Error),
+            (
+                "Command \"sync\" is deprecated, use \"pull\" instead",
+                Intent::Error,
+            ),
+            ("how is a 'did you mean' hint made", Intent::Natural),
             (
                 "thread 'main' panicked at 'called `Option::unwrap()` on a `None` value'",
                 Intent::Error,

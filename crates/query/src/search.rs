@@ -158,7 +158,14 @@ pub fn candidates(
         });
     }
     let run_lexical = mode != Mode::Vector || vector.is_none();
-    let per_arm = params.candidates.max(3 * k);
+    // A pasted message's producer may share few rare words with it: the lexical arm looks
+    // deeper, and every candidate is searched for the format string.
+    let depth = if intent == Intent::Error && params.message_boost > 0.0 {
+        rank::ERROR_DEPTH
+    } else {
+        1
+    };
+    let per_arm = params.candidates.max(3 * k) * depth;
     let filter = Arc::new(filter);
     let schema = generation.segments.first().map(|s| s.text.schema());
     let text_query = match (&schema, run_lexical) {
