@@ -117,7 +117,7 @@ impl Default for QueryConfig {
             cache_dir: PathBuf::new(),
             poll_secs: 10,
             rrf_k: 20.0,
-            weight_vector: 0.5,
+            weight_vector: 0.7,
             weight_lexical: 1.0,
             identifier_lexical_weight: 2.0,
             intent_weights: true,
