@@ -258,13 +258,18 @@ pub fn role(path: &str, kind: &str) -> Role {
     let mut parts: Vec<&str> = lower.split('/').collect();
     let file = parts.pop().unwrap_or_default();
     let (stem, ext) = file.rsplit_once('.').unwrap_or((file, ""));
-    if matches!(kind, "section" | "text") || PROSE_EXTS.contains(&ext) {
+    // Type declarations (`index.d.ts`, `.pyi` stubs) describe an API the code implements.
+    let declarations = ext == "pyi" || (ext == "ts" && stem.ends_with(".d"));
+    if matches!(kind, "section" | "text") || PROSE_EXTS.contains(&ext) || declarations {
         return Role::Docs;
     }
     let test_file = stem.starts_with("test_")
         || stem.ends_with("_test")
         || stem.ends_with("_tests")
-        || matches!(stem.rsplit_once('.'), Some((_, "test" | "spec")))
+        || matches!(
+            stem.rsplit_once('.'),
+            Some((_, "test" | "spec" | "test-d" | "tests"))
+        )
         || stem == "conftest"
         || stem == "tests"
         || (ext == "java" && (stem.ends_with("test") || stem.ends_with("tests")));
@@ -651,6 +656,9 @@ mod tests {
         assert_eq!(role("command_test.go", "function"), Role::Test);
         assert_eq!(role("test/command.test.js", "function"), Role::Test);
         assert_eq!(role("src/ky.spec.ts", "function"), Role::Test);
+        assert_eq!(role("typings/index.test-d.ts", "module_code"), Role::Test);
+        assert_eq!(role("typings/index.d.ts", "class"), Role::Docs);
+        assert_eq!(role("stubs/os.pyi", "function"), Role::Docs);
         assert_eq!(role("examples/hello.rs", "function"), Role::Example);
         assert_eq!(role("README.md", "section"), Role::Docs);
         assert_eq!(role("docs/conf.py", "module_code"), Role::Docs);
