@@ -259,7 +259,8 @@ pub fn role(path: &str, kind: &str) -> Role {
     let file = parts.pop().unwrap_or_default();
     let (stem, ext) = file.rsplit_once('.').unwrap_or((file, ""));
     // Type declarations (`index.d.ts`, `.pyi` stubs) describe an API the code implements.
-    let declarations = ext == "pyi" || (ext == "ts" && stem.ends_with(".d"));
+    let declarations =
+        ext == "pyi" || (ext == "ts" && matches!(stem.rsplit_once('.'), Some((_, "d"))));
     if matches!(kind, "section" | "text") || PROSE_EXTS.contains(&ext) || declarations {
         return Role::Docs;
     }
