@@ -210,6 +210,29 @@ fn fetch_then_chunk_worker_then_sql_answers_questions_about_the_code() {
         .unwrap();
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("nope"));
+    // SQL reads and never writes: no file written by COPY, no table created, no setting
+    // changed; each refusal says why.
+    let target = work.path().join("exfiltrated.csv");
+    for statement in [
+        format!(
+            "COPY (SELECT path FROM chunks) TO '{}' STORED AS CSV",
+            target.display()
+        ),
+        "CREATE TABLE t AS SELECT 1".to_owned(),
+        "CREATE EXTERNAL TABLE t STORED AS CSV LOCATION '/etc/passwd'".to_owned(),
+        "INSERT INTO chunks SELECT * FROM chunks".to_owned(),
+        "SET datafusion.execution.batch_size = 1".to_owned(),
+    ] {
+        let out = trawl()
+            .current_dir(work.path())
+            .args(["sql", &statement])
+            .output()
+            .unwrap();
+        assert!(!out.status.success(), "{statement} was accepted");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains("read-only"), "{statement}: {err}");
+    }
+    assert!(!target.exists(), "COPY wrote a file");
 }
 
 #[test]

@@ -11,6 +11,7 @@ use datafusion::datasource::file_format::parquet::ParquetFormat;
 use datafusion::datasource::listing::{
     ListingOptions, ListingTable, ListingTableConfig, ListingTableUrl,
 };
+use datafusion::execution::context::SQLOptions;
 use datafusion::prelude::SessionContext;
 use trawl_core::config::Config;
 use trawl_core::records::{ChunkRecord, EmbeddingRecord, ManifestRow};
@@ -71,7 +72,15 @@ pub fn session(store: &Store) -> anyhow::Result<SessionContext> {
 pub async fn run(cfg: &Config, args: Args) -> anyhow::Result<ExitCode> {
     let store = crate::existing_store(cfg)?;
     let ctx = session(&store)?;
-    let df = ctx.sql(&args.query).await.context("planning the query")?;
+    // Read-only: no COPY TO (a file written wherever the process may write), no DDL, no
+    // DML, no SET.
+    let read_only = SQLOptions::new()
+        .with_allow_ddl(false)
+        .with_allow_dml(false)
+        .with_allow_statements(false);
+    let df = ctx.sql_with_options(&args.query, read_only).await.context(
+        "planning the query (trawl sql is read-only: SELECT, WITH, EXPLAIN and DESCRIBE)",
+    )?;
     let batches = df.collect().await.context("running the query")?;
     let stdout = std::io::stdout();
     let mut out = std::io::BufWriter::new(stdout.lock());

@@ -424,11 +424,18 @@ impl Config {
             if NOT_KEYS.contains(&name.as_str()) {
                 continue;
             }
-            let (section, key) = rest.split_once('_').ok_or_else(|| {
-                Error::Config(format!(
-                    "environment variable {name}: expected TRAWL_<SECTION>_<KEY>"
-                ))
-            })?;
+            // Only a known section makes a variable configuration: others are the operator's
+            // own (a token named by `query.tokens[].token_env`, say `TRAWL_TOKEN_PAYMENTS`).
+            // Within a known section an unknown key is still an error (a typo).
+            let Some((section, key)) = rest.split_once('_') else {
+                continue;
+            };
+            if !matches!(
+                table.get(&section.to_ascii_lowercase()),
+                Some(toml::Value::Table(_))
+            ) {
+                continue;
+            }
             set(
                 &mut table,
                 &section.to_ascii_lowercase(),
@@ -551,6 +558,9 @@ mod tests {
             "TRAWL_LOG",
             "TRAWL_GIT_TOKEN",
             "TRAWL_GIT_SSH_KEY",
+            // The README's token_env example, and other variables of no section.
+            "TRAWL_TOKEN_PAYMENTS",
+            "TRAWL_SECRET",
         ] {
             assert!(
                 Config::load(None, env(&[(not_a_key, "x")]), &[]).is_ok(),
