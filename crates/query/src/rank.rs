@@ -287,9 +287,9 @@ pub fn role(path: &str, kind: &str) -> Role {
 }
 
 /// The prior of a chunk for a query: below 1 for what the query does not ask for.
-pub fn prior(d: &DocRow, intent: Intent, query: &str, params: &QueryConfig) -> f64 {
+pub fn prior(d: &DocRow, wants_code: bool, params: &QueryConfig) -> f64 {
     let role = chunk_role(d);
-    let mut p = if intent.wants_code(query) {
+    let mut p = if wants_code {
         match role {
             Role::Implementation => 1.0,
             Role::Test | Role::Example => params.test_prior,
@@ -303,7 +303,7 @@ pub fn prior(d: &DocRow, intent: Intent, query: &str, params: &QueryConfig) -> f
     };
     if is_wide(&d.kind) {
         p *= params.wide_prior;
-    } else if d.kind == "module_code" && intent.wants_code(query) {
+    } else if d.kind == "module_code" && wants_code {
         p *= params.module_prior;
     }
     p
@@ -506,25 +506,25 @@ pub fn adjust<'a, S: std::hash::BuildHasher>(
     doc: impl Fn(Key) -> &'a DocRow,
     definitions: impl Fn(&str) -> Vec<Key>,
 ) {
-    let mut ranked: Vec<(Key, f64)> = fused.iter().map(|(k, v)| (*k, *v)).collect();
-    ranked.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
-    let top = ranked.first().map_or(0.0, |r| r.1);
     if params.message_boost > 0.0 && intent == Intent::Error {
+        let top = fused.values().copied().fold(0.0, f64::max);
         let message = collapse(query);
         let len = message
             .chars()
             .filter(|c| c.is_alphanumeric())
             .count()
             .max(1);
-        for &(key, _) in &ranked {
+        for (&key, v) in fused.iter_mut() {
             let m = message_match(&message, &doc(key).text);
             if m > 0 {
                 let share = (m as f64 / len as f64).min(1.0);
-                *fused.entry(key).or_default() += params.message_boost * share * top;
+                *v += params.message_boost * share * top;
             }
         }
     }
     if params.prose_lend > 0.0 && matches!(intent, Intent::Natural | Intent::Config) {
+        let mut ranked: Vec<(Key, f64)> = fused.iter().map(|(k, v)| (*k, *v)).collect();
+        ranked.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
         for &(key, score) in ranked.iter().take(LEND_POOL) {
             let d = doc(key);
             if role(&d.path, &d.kind) != Role::Docs {
@@ -545,8 +545,9 @@ pub fn adjust<'a, S: std::hash::BuildHasher>(
             }
         }
     }
+    let wants_code = intent.wants_code(query);
     for (key, v) in fused.iter_mut() {
-        *v *= prior(doc(*key), intent, query, params);
+        *v *= prior(doc(*key), wants_code, params);
     }
 }
 

@@ -57,6 +57,22 @@ fn space() -> SpaceInfo {
     }
 }
 
+/// Builds a generation of `docs` into `store` and opens it through `cache`.
+async fn build_and_open(
+    store: &Store,
+    docs: Vec<LiveDoc>,
+    opts: &BuildOptions,
+    cache: &std::path::Path,
+) -> Generation {
+    build(store, docs, Some(space()), opts, &Quiet)
+        .await
+        .unwrap();
+    Generation::open_current(store, cache)
+        .await
+        .unwrap()
+        .unwrap()
+}
+
 fn files_under(dir: &std::path::Path) -> usize {
     walk(dir).len()
 }
@@ -100,13 +116,7 @@ async fn a_remote_store_is_cached_new_generations_download_only_new_segments_and
         ..BuildOptions::default()
     };
     let docs = corpus(200);
-    build(&store, docs.clone(), Some(space()), &opts, &Quiet)
-        .await
-        .unwrap();
-    let g1 = Generation::open_current(&store, cache.path())
-        .await
-        .unwrap()
-        .unwrap();
+    let g1 = build_and_open(&store, docs.clone(), &opts, cache.path()).await;
     assert_eq!(g1.live_docs(), 200);
     assert_eq!(g1.load.segments_downloaded, 4);
     let first_bytes = g1.load.bytes_downloaded;
@@ -127,13 +137,7 @@ async fn a_remote_store_is_cached_new_generations_download_only_new_segments_and
         "github.com/a/even",
         "def handler_0(request):\n    return rewritten()\n",
     );
-    build(&store, next, Some(space()), &opts, &Quiet)
-        .await
-        .unwrap();
-    let g2 = Generation::open_current(&store, cache.path())
-        .await
-        .unwrap()
-        .unwrap();
+    let g2 = build_and_open(&store, next, &opts, cache.path()).await;
     assert_eq!(g2.number, 2);
     assert_eq!(g2.live_docs(), 199);
     assert!(g2.load.segments_downloaded <= 2, "{:?}", g2.load);
@@ -179,13 +183,7 @@ async fn a_remote_store_is_cached_new_generations_download_only_new_segments_and
         full: true,
         ..opts.clone()
     };
-    build(&store, corpus(200), Some(space()), &full, &Quiet)
-        .await
-        .unwrap();
-    let g3 = Generation::open_current(&store, cache.path())
-        .await
-        .unwrap()
-        .unwrap();
+    let g3 = build_and_open(&store, corpus(200), &full, cache.path()).await;
     assert_eq!(g3.load.segments_downloaded, 4);
     let before = files_under(cache.path());
     let removed = crate::index::prune_cache(cache.path(), &[&g3]);
@@ -207,13 +205,7 @@ async fn filters_and_access_apply_inside_the_vector_arm_before_top_k() {
         threads: 1,
         ..BuildOptions::default()
     };
-    build(&store, corpus(400), Some(space()), &opts, &Quiet)
-        .await
-        .unwrap();
-    let g = Generation::open_current(&store, cache.path())
-        .await
-        .unwrap()
-        .unwrap();
+    let g = build_and_open(&store, corpus(400), &opts, cache.path()).await;
     let req = SearchRequest {
         mode: Mode::Vector,
         k: Some(10),
@@ -265,13 +257,7 @@ async fn generation_of(docs: Vec<LiveDoc>) -> (Generation, tempfile::TempDir) {
         threads: 1,
         ..BuildOptions::default()
     };
-    build(&store, docs, Some(space()), &opts, &Quiet)
-        .await
-        .unwrap();
-    let g = Generation::open_current(&store, cache.path())
-        .await
-        .unwrap()
-        .unwrap();
+    let g = build_and_open(&store, docs, &opts, cache.path()).await;
     (g, cache)
 }
 
