@@ -7,6 +7,7 @@ mod cluster;
 mod compact;
 mod embed;
 mod fetch;
+mod hostile;
 mod pipeline;
 mod s3;
 mod search;
