@@ -73,7 +73,9 @@ pub trait Settle: Send {
 pub struct Delivery {
     pub key: String,
     pub payload: Bytes,
-    /// 1 on first delivery, then 2, 3, … on redeliveries (within this bus's memory).
+    /// 1 on first delivery, then 2, 3, … on redeliveries to the same consumer group. The
+    /// spool and Kafka buses keep the count in the store, so it survives a restart of the
+    /// consumer (see each bus for what exactly is counted).
     pub attempt: u32,
     settle: Option<Box<dyn Settle>>,
 }
@@ -496,8 +498,10 @@ impl Drop for InProcSubscription {
 ///
 /// Layout under `bus/<topic>/`: `m/<stamp>-<seq>` holds one message (first line the key,
 /// then the payload); `groups/<group>` registers a consumer group; `acks/<group>/<name>` marks
-/// a message acknowledged by that group. A message acknowledged by every registered group is
-/// deleted with its marks. `closed` marks a closed topic.
+/// a message acknowledged by that group; `attempts/<group>/<name>` holds how many times the
+/// group was handed the message, written before each delivery (so a process that dies on a
+/// message still counts the attempt) and deleted on acknowledgement. A message acknowledged
+/// by every registered group is deleted with its marks. `closed` marks a closed topic.
 ///
 /// One subscription per group at a time is the intended use (two would both receive every
 /// unacknowledged message: at-least-once still holds, but work is doubled).
@@ -584,6 +588,8 @@ impl Bus for SpoolBus {
             root,
             group: group.to_owned(),
             seen: BTreeSet::new(),
+            counted: BTreeSet::new(),
+            recorded: HashMap::new(),
             queue: VecDeque::new(),
             given_back: Arc::default(),
             inflight: Arc::default(),
@@ -606,6 +612,11 @@ struct SpoolSubscription {
     group: String,
     /// Message names delivered by this subscription (settled or not).
     seen: BTreeSet<String>,
+    /// Names with an attempt count in the store (listed at refill, or written here).
+    counted: BTreeSet<String>,
+    /// Attempt counts written for the delivery about to be handed out: a `recv` cancelled
+    /// after the write does not count the attempt twice.
+    recorded: HashMap<String, u32>,
     queue: VecDeque<(String, u32)>,
     given_back: Arc<Mutex<Vec<(String, u32)>>>,
     /// Deliveries handed out and not yet settled.
@@ -614,7 +625,41 @@ struct SpoolSubscription {
 }
 
 impl SpoolSubscription {
+    fn attempts_key(&self, name: &str) -> String {
+        format!("{}attempts/{}/{name}", self.root, self.group)
+    }
+
+    /// Writes the attempt number of the coming delivery of `name` before handing it out:
+    /// one more than the stored count, or `given_back` for a message given back here.
+    async fn record_attempt(&mut self, name: &str, given_back: u32) -> Result<u32, Error> {
+        if let Some(&n) = self.recorded.get(name) {
+            return Ok(n);
+        }
+        let mut n = given_back;
+        if given_back <= 1 && self.counted.contains(name) {
+            let stored = self.store.get(&self.attempts_key(name)).await?;
+            let stored = stored
+                .and_then(|b| std::str::from_utf8(&b).ok()?.trim().parse::<u32>().ok())
+                .unwrap_or(0);
+            n = n.max(stored.saturating_add(1));
+        }
+        self.store
+            .put(&self.attempts_key(name), Bytes::from(n.to_string()))
+            .await?;
+        self.counted.insert(name.to_owned());
+        self.recorded.insert(name.to_owned(), n);
+        Ok(n)
+    }
+
     async fn refill(&mut self) -> Result<(), Error> {
+        let counted = format!("{}attempts/{}/", self.root, self.group);
+        self.counted.extend(
+            self.store
+                .list(&counted)
+                .await?
+                .into_iter()
+                .filter_map(|k| k.rsplit('/').next().map(str::to_owned)),
+        );
         let acks = format!("{}acks/{}/", self.root, self.group);
         let acked: BTreeSet<String> = self
             .store
@@ -649,12 +694,15 @@ impl Subscription for SpoolSubscription {
                 self.refill().await?;
             }
             // Peek, fetch, then pop: a cancelled `recv` loses nothing (it is cancel-safe).
-            while let Some((name, attempt)) = self.queue.front().cloned() {
+            while let Some((name, given_back)) = self.queue.front().cloned() {
                 let body = self.store.get(&format!("{}m/{name}", self.root)).await?;
-                self.queue.pop_front();
                 let Some(body) = body else {
+                    self.queue.pop_front();
                     continue; // collected after every group acknowledged it
                 };
+                let attempt = self.record_attempt(&name, given_back).await?;
+                self.queue.pop_front();
+                self.recorded.remove(&name);
                 let split = body.iter().position(|&b| b == b'\n').unwrap_or(body.len());
                 let key = String::from_utf8_lossy(&body[..split]).into_owned();
                 let payload = body.slice((split + 1).min(body.len())..);
@@ -716,6 +764,8 @@ impl Settle for SpoolSettle {
                 return Err(e);
             }
             self.inflight.fetch_sub(1, Ordering::SeqCst);
+            let count = format!("{}attempts/{}/{}", self.root, self.group, self.name);
+            self.store.delete(&count).await?;
             // Collect the message once every registered group has acknowledged it.
             let groups = self.store.list(&format!("{}groups/", self.root)).await?;
             let mut all = true;
@@ -868,6 +918,29 @@ pub mod suite {
         d.ack().await.unwrap();
     }
 
+    /// The attempt count survives a give-back, a consumer that dies on the message (neither
+    /// acknowledging nor giving it back) and a new bus over the same storage: `second` is a
+    /// new bus over `first`'s storage (the same bus, for one that lives in process).
+    pub async fn attempts_survive_a_restart(first: Arc<dyn Bus>, second: Arc<dyn Bus>) {
+        let mut sub = first.subscribe("t9", "g").await.unwrap();
+        first.publish("t9", "k", msg("k", 0)).await.unwrap();
+        let d = recv(&mut sub).await;
+        assert_eq!(d.attempt, 1);
+        d.nack();
+        let d = recv(&mut sub).await;
+        assert_eq!(d.attempt, 2);
+        std::mem::forget(d);
+        drop(sub);
+        let mut again = second.subscribe("t9", "g").await.unwrap();
+        let d = recv(&mut again).await;
+        assert_eq!(d.payload, msg("k", 0));
+        assert_eq!(d.attempt, 3, "two attempts were made before the restart");
+        d.nack();
+        let d = recv(&mut again).await;
+        assert_eq!(d.attempt, 4);
+        d.ack().await.unwrap();
+    }
+
     pub async fn groups_are_independent(bus: Arc<dyn Bus>) {
         let mut g1 = bus.subscribe("t4", "g1").await.unwrap();
         let mut g2 = bus.subscribe("t4", "g2").await.unwrap();
@@ -998,6 +1071,29 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn attempts_survive_a_restart_on_the_in_process_and_spool_buses() {
+        let bus: Arc<dyn Bus> = Arc::new(InProcBus::new(4));
+        suite::attempts_survive_a_restart(bus.clone(), bus).await;
+        let store = Store::memory();
+        suite::attempts_survive_a_restart(
+            Arc::new(SpoolBus::new(store.clone())),
+            Arc::new(SpoolBus::new(store.clone())),
+        )
+        .await;
+        assert!(
+            store.list("bus/t9/attempts/").await.unwrap().is_empty(),
+            "an acknowledged message leaves no count behind"
+        );
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::from_url(dir.path().to_str().unwrap()).unwrap();
+        suite::attempts_survive_a_restart(
+            Arc::new(SpoolBus::new(store.clone())),
+            Arc::new(SpoolBus::new(store)),
+        )
+        .await;
+    }
+
+    #[tokio::test]
     async fn spool_survives_a_process_restart_and_collects_acknowledged_messages() {
         let store = Store::memory();
         let bus = SpoolBus::new(store.clone());
@@ -1016,6 +1112,7 @@ mod tests {
         d.ack().await.unwrap();
         assert!(store.list("bus/files/m/").await.unwrap().is_empty());
         assert!(store.list("bus/files/acks/").await.unwrap().is_empty());
+        assert!(store.list("bus/files/attempts/").await.unwrap().is_empty());
     }
 
     #[test]

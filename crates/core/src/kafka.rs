@@ -15,6 +15,12 @@
 //!   uncommitted and the group redelivers them. Commits refused during a rebalance are kept
 //!   and retried on the next `recv`, never spun on; transient broker errors are logged and
 //!   polling continues.
+//! - **Attempts** survive a restart: before a redelivery (attempt 2 on) is handed out, and
+//!   before the first message a partition assignment starts from (the committed offset, where
+//!   a consumer that died on a message resumes), the attempt number is written to the store
+//!   under `bus/<topic>/attempts/<group>/<partition>/<offset>`; a consumer loads a partition's
+//!   counts when it first reads from it, and deletes a count when the message is acknowledged.
+//!   That is one small write per retry and per assignment, not per message.
 //! - **Close**: a marker message on every partition; a subscriber ends its stream once every
 //!   assigned partition has reached a marker and everything before is acknowledged. A later
 //!   publish reopens the topic.
@@ -35,7 +41,7 @@ use rdkafka::topic_partition_list::{Offset, TopicPartitionList};
 
 use crate::Error;
 use crate::bus::{Bus, Delivery, Settle, Subscription};
-use crate::store::Store;
+use crate::store::{Store, keys};
 
 const REF_HEADER: &str = "trawl-ref";
 const CLOSE_HEADER: &str = "trawl-close";
@@ -220,6 +226,13 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
+fn attempts_key(topic: &str, group: &str, partition: i32, offset: i64) -> String {
+    format!(
+        "{}attempts/{group}/{partition}/{offset}",
+        keys::spool(topic)
+    )
+}
+
 fn header<'a, M: Message>(m: &'a M, name: &str) -> Option<&'a [u8]> {
     let h = m.headers()?;
     h.iter().find(|x| x.key == name).and_then(|x| x.value)
@@ -259,6 +272,7 @@ impl Bus for KafkaBus {
         consumer.subscribe(&[topic]).map_err(bus_err)?;
         Ok(Box::new(KafkaSubscription {
             topic: topic.to_owned(),
+            group: group.to_owned(),
             consumer: Arc::new(consumer),
             store: self.store.clone(),
             state: Arc::new(Mutex::new(SubState::default())),
@@ -315,6 +329,10 @@ struct SubState {
     attempts: HashMap<(i32, i64), u32>,
     /// Offsets to commit that a rebalance refused: retried on the next `recv`.
     pending_commit: BTreeMap<i32, i64>,
+    /// Partitions whose stored attempt counts are loaded (since their assignment).
+    loaded: BTreeSet<i32>,
+    /// Messages with an attempt count in the store, deleted when they are acknowledged.
+    recorded: BTreeSet<(i32, i64)>,
 }
 
 impl SubState {
@@ -342,6 +360,7 @@ impl SubState {
 
 struct KafkaSubscription {
     topic: String,
+    group: String,
     consumer: Arc<StreamConsumer>,
     store: Store,
     state: Arc<Mutex<SubState>>,
@@ -350,6 +369,8 @@ struct KafkaSubscription {
 struct KafkaSettle {
     held: Held,
     topic: String,
+    store: Store,
+    group: String,
     consumer: Arc<StreamConsumer>,
     state: Arc<Mutex<SubState>>,
 }
@@ -385,8 +406,24 @@ async fn commit(
 
 impl Settle for KafkaSettle {
     fn ack(self: Box<Self>) -> BoxFuture<'static, Result<(), Error>> {
-        let moved = lock(&self.state).ack(self.held.partition, self.held.offset);
+        let (moved, recorded) = {
+            let mut st = lock(&self.state);
+            let at = (self.held.partition, self.held.offset);
+            st.attempts.remove(&at);
+            (st.ack(at.0, at.1), st.recorded.remove(&at))
+        };
         Box::pin(async move {
+            if recorded {
+                let key = attempts_key(
+                    &self.topic,
+                    &self.group,
+                    self.held.partition,
+                    self.held.offset,
+                );
+                if let Err(e) = self.store.delete(&key).await {
+                    tracing::warn!(error = %e, "kafka: an attempt count outlives its message");
+                }
+            }
             if let Some(low) = moved {
                 commit(
                     self.consumer.clone(),
@@ -426,10 +463,58 @@ impl KafkaSubscription {
         let settle = KafkaSettle {
             held: held.clone(),
             topic: self.topic.clone(),
+            store: self.store.clone(),
+            group: self.group.clone(),
             consumer: self.consumer.clone(),
             state: self.state.clone(),
         };
         Delivery::new(held.key, held.payload, held.attempt, Box::new(settle))
+    }
+
+    /// Loads partition `p`'s stored attempt counts the first time it delivers from it in
+    /// this assignment, starting at `first` (the committed offset): counts below it belong
+    /// to acknowledged messages and are deleted. Returns whether this was that first time.
+    async fn load_attempts(&self, p: i32, first: i64) -> Result<bool, Error> {
+        if lock(&self.state).loaded.contains(&p) {
+            return Ok(false);
+        }
+        let prefix = format!("{}attempts/{}/{p}/", keys::spool(&self.topic), self.group);
+        let mut found = Vec::new();
+        for key in self.store.list(&prefix).await? {
+            let Some(offset) = key.rsplit('/').next().and_then(|o| o.parse::<i64>().ok()) else {
+                continue;
+            };
+            if offset < first {
+                self.store.delete(&key).await?;
+                continue;
+            }
+            let n = self.store.get(&key).await?;
+            let n = n
+                .and_then(|b| std::str::from_utf8(&b).ok()?.trim().parse::<u32>().ok())
+                .unwrap_or(0);
+            found.push((offset, n));
+        }
+        let mut st = lock(&self.state);
+        for (offset, n) in found {
+            let a = st.attempts.entry((p, offset)).or_insert(0);
+            *a = (*a).max(n);
+            st.recorded.insert((p, offset));
+        }
+        Ok(st.loaded.insert(p))
+    }
+
+    /// Writes the attempt number `h` is about to be delivered with, when it is a retry or
+    /// the first message of an assignment (see the module docs).
+    async fn record_attempt(&self, h: &Held) -> Result<(), Error> {
+        let first = self.load_attempts(h.partition, h.offset).await?;
+        let at = (h.partition, h.offset);
+        let n = lock(&self.state).attempts.get(&at).copied().unwrap_or(0) + 1;
+        if n >= 2 || first {
+            let key = attempts_key(&self.topic, &self.group, h.partition, h.offset);
+            self.store.put(&key, Bytes::from(n.to_string())).await?;
+            lock(&self.state).recorded.insert(at);
+        }
+        Ok(())
     }
 
     /// Every assigned partition is at a close marker with nothing outstanding.
@@ -472,6 +557,8 @@ impl KafkaSubscription {
                 st.partitions.retain(|p, _| assigned.contains(p));
                 st.redeliver.retain(|h| assigned.contains(&h.partition));
                 st.attempts.retain(|(p, _), _| assigned.contains(p));
+                st.recorded.retain(|(p, _)| assigned.contains(p));
+                st.loaded.retain(|p| assigned.contains(p));
             }
             let mut pending = std::mem::take(&mut st.pending_commit);
             pending.retain(|p, _| assigned.contains(p));
@@ -504,6 +591,7 @@ impl Subscription for KafkaSubscription {
                         ))
                     })?;
                 }
+                self.record_attempt(&h).await?;
                 lock(&self.state).redeliver.pop_front();
                 return Ok(Some(self.deliver(h)));
             }
@@ -599,6 +687,19 @@ mod tests {
             suite::Capabilities { bounded: None },
         )
         .await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn attempts_survive_a_restart_on_the_mock_cluster() {
+        let cluster = MockCluster::new(1).unwrap();
+        cluster.create_topic("t9", 2, 1).unwrap();
+        let brokers = cluster.bootstrap_servers();
+        let store = Store::memory();
+        suite::attempts_survive_a_restart(bus(&brokers, &store), bus(&brokers, &store)).await;
+        assert!(
+            store.list("bus/t9/attempts/").await.unwrap().is_empty(),
+            "an acknowledged message leaves no count behind"
+        );
     }
 
     /// An admin that records what it was asked to create.
