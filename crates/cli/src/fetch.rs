@@ -292,6 +292,9 @@ pub fn summary(r: &RunReport) -> String {
     for (reason, n) in &skips {
         let _ = writeln!(s, "    {reason:<13}{n:>8}");
     }
+    if let Some(line) = crate::secrets::summary_line(r) {
+        let _ = writeln!(s, "  {line}");
+    }
     for repo in r.repos.iter().filter(|x| x.failure.is_some()) {
         let f = repo.failure.as_ref().expect("filtered");
         let _ = writeln!(

@@ -309,6 +309,9 @@ pub async fn run(cfg: &Config, args: Args) -> anyhow::Result<ExitCode> {
         skipped,
         crate::fetch::human_bytes(sum(|x| x.bytes))
     );
+    if let Some(line) = crate::secrets::summary_line(&report) {
+        println!("  {line}");
+    }
     println!(
         "  chunk    {} files → {} chunks, {} dead letters",
         chunked.files, chunked.chunks, chunked.dead_letters

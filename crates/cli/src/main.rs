@@ -14,6 +14,7 @@ mod index;
 mod ops;
 mod progress;
 mod search;
+mod secrets;
 mod sql;
 
 use std::path::PathBuf;
@@ -89,6 +90,11 @@ enum Command {
     Dlq(dlq::Command),
     /// Query the store's tables (chunks, manifests, embeddings) with SQL (DataFusion).
     Sql(sql::Args),
+    /// Find secrets as the fetcher does: `trawl secrets scan <dir>` prints what would be
+    /// skipped or redacted (rule and line, never the secret) and exits 1 when anything is;
+    /// `trawl secrets rules` lists the rules.
+    #[command(subcommand)]
+    Secrets(secrets::Command),
     /// Print the effective configuration (defaults, file, environment and flags applied).
     Config,
 }
@@ -163,6 +169,7 @@ fn main() -> ExitCode {
             Command::Eval(args) => search::eval(&cfg, args).await,
             Command::Sql(args) => sql::run(&cfg, args).await,
             Command::Dlq(cmd) => dlq::run(&cfg, cmd).await,
+            Command::Secrets(cmd) => Ok(secrets::run(&cfg, cmd)),
             Command::Config => {
                 let text = toml::to_string_pretty(&cfg)?;
                 print!("{text}");

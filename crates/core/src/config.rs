@@ -319,6 +319,9 @@ pub struct FetchConfig {
     pub exclude: Vec<String>,
     /// Seconds a clone or fetch of one repository may take before it fails with `timeout`.
     pub timeout_secs: u64,
+    /// Globs of paths exempt from the secret rules (path and content): their text is indexed
+    /// as it is. For fixtures of fake keys; see docs/operations.md.
+    pub secrets_allow: Vec<String>,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -360,6 +363,7 @@ impl Default for FetchConfig {
             max_line_bytes: 10_000,
             exclude: Vec::new(),
             timeout_secs: 600,
+            secrets_allow: Vec::new(),
         }
     }
 }

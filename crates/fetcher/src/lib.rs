@@ -9,7 +9,10 @@
 //!    from the mirror's copy of that commit's tree when it has one, else from that commit's
 //!    manifest in the store — so a force-push, a lost cache or a new machine still diff
 //!    correctly, and an unchanged head publishes nothing;
-//! 3. **classify** each changed file ([`policy`]): indexed, or skipped with a reason;
+//! 3. **classify** each changed file ([`policy`]): indexed, or skipped with a reason; the
+//!    text of an indexed file has its secrets redacted here ([`secrets`]), before it reaches
+//!    the bus — the one path every file takes to the chunk worker, inline or (on Kafka, when
+//!    large) through `bus/large/`;
 //! 4. **publish** one event per changed file on the `files` topic, content inline, then write
 //!    the commit's manifest (every file, with skip reasons), and only then `state.json`. A
 //!    crash before `state.json` re-sends the commit on the next run; it never skips it.
@@ -24,6 +27,7 @@
 pub mod git;
 pub mod policy;
 pub mod repos;
+pub mod secrets;
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
@@ -132,6 +136,10 @@ pub struct RepoReport {
     pub deletes: u64,
     pub renames: u64,
     pub skips: BTreeMap<SkipReason, u64>,
+    /// Files not published because of a secret rule (part of `skips["secret"]`), by rule id.
+    pub secrets_skipped: BTreeMap<&'static str, u64>,
+    /// Files published with secrets redacted, by rule id (a file counts once per rule).
+    pub secrets_redacted: BTreeMap<&'static str, u64>,
     /// Content bytes published.
     pub bytes: u64,
     pub millis: u64,
@@ -268,6 +276,7 @@ impl Fetcher {
             self.cfg.max_file_bytes,
             self.cfg.max_line_bytes,
         )
+        .and_then(|p| p.with_secrets_allow(&self.cfg.secrets_allow))
         .map_err(|e| RepoFailure::new(FailureReason::Config, e.to_string()))?;
         let state: Option<RepoState> = self
             .store
@@ -355,10 +364,12 @@ impl Fetcher {
             }
             observer.emitted(&item);
         }
-        let rows = worker
+        let (rows, tally) = worker
             .await
             .map_err(|e| RepoFailure::new(FailureReason::Other, format!("diff task: {e}")))??;
         report.files = rows.len() as u64;
+        report.secrets_skipped = tally.skipped;
+        report.secrets_redacted = tally.redacted;
         report.status = "updated";
         if opts.dry_run {
             return Ok(());
@@ -431,10 +442,34 @@ struct Classified {
     row: ManifestRow,
     /// The text to publish, or why not.
     outcome: Result<String, SkipReason>,
+    /// The secret rule that skipped the file, or the rules whose secrets were redacted.
+    secrets: Vec<&'static str>,
+}
+
+/// Files skipped or redacted by secret rules in one repository's run, by rule id.
+#[derive(Default)]
+struct SecretTally {
+    skipped: BTreeMap<&'static str, u64>,
+    redacted: BTreeMap<&'static str, u64>,
+}
+
+impl SecretTally {
+    fn add(&mut self, c: &Classified) {
+        let by_rule = match c.outcome {
+            Ok(_) => &mut self.redacted,
+            Err(_) => &mut self.skipped,
+        };
+        for rule in &c.secrets {
+            *by_rule.entry(rule).or_default() += 1;
+        }
+    }
 }
 
 impl DiffJob {
-    fn run(self, tx: &mpsc::Sender<Emitted>) -> Result<Vec<ManifestRow>, RepoFailure> {
+    fn run(
+        self,
+        tx: &mpsc::Sender<Emitted>,
+    ) -> Result<(Vec<ManifestRow>, SecretTally), RepoFailure> {
         let corrupt = |e: git2::Error| RepoFailure::new(FailureReason::Corrupt, e.message());
         let repo = &self.synced.repo;
         let head = commit_id(self.synced.head);
@@ -485,6 +520,7 @@ impl DiffJob {
                 .map_err(|_| RepoFailure::new(FailureReason::Output, "the publisher stopped"))
         };
         let mut rows = Vec::with_capacity(new.len());
+        let mut tally = SecretTally::default();
         let mut renamed_away: std::collections::HashSet<String> = std::collections::HashSet::new();
         for entry in &new {
             let change = match old_listing.get(&entry.path) {
@@ -510,6 +546,7 @@ impl DiffJob {
                 continue;
             };
             let c = self.classify(entry, &head)?;
+            tally.add(&c);
             match (&c.outcome, &change) {
                 (Ok(text), _) => {
                     let renamed_from = match &change {
@@ -563,7 +600,7 @@ impl DiffJob {
             }
             send(self.delete(path, &head))?;
         }
-        Ok(rows)
+        Ok((rows, tally))
     }
 
     /// True unless the previous manifest says the path was skipped.
@@ -621,9 +658,14 @@ impl DiffJob {
         };
         if let Some(reason) = self.policy.check_path(&entry.path, entry.kind, size) {
             row.skip_reason = Some(reason.as_str().to_owned());
+            let secrets = match reason {
+                SkipReason::Secret => self.policy.secret_path_rule(&entry.path),
+                _ => None,
+            };
             return Ok(Classified {
                 row,
                 outcome: Err(reason),
+                secrets: secrets.into_iter().collect(),
             });
         }
         let blob = repo.find_blob(entry.oid).map_err(corrupt)?;
@@ -632,12 +674,23 @@ impl DiffJob {
             row.language = language::detect(&entry.path, &content[..content.len().min(256)])
                 .map(str::to_owned);
         }
-        match self.policy.check_content(content) {
-            policy::Content::Text { text, encoding } => {
+        match self.policy.check_content(&entry.path, content) {
+            policy::Content::Text {
+                text,
+                encoding,
+                redactions,
+            } => {
                 row.encoding = encoding.map(str::to_owned);
+                let mut secrets: Vec<&'static str> = redactions.iter().map(|f| f.rule).collect();
+                secrets.sort_unstable();
+                secrets.dedup();
+                if !secrets.is_empty() {
+                    tracing::debug!(repo = %self.repo, path = %entry.path, rules = ?secrets, "secrets redacted");
+                }
                 Ok(Classified {
                     row,
                     outcome: Ok(text),
+                    secrets,
                 })
             }
             policy::Content::Skip(reason) => {
@@ -645,6 +698,15 @@ impl DiffJob {
                 Ok(Classified {
                     row,
                     outcome: Err(reason),
+                    secrets: Vec::new(),
+                })
+            }
+            policy::Content::Secret(finding) => {
+                row.skip_reason = Some(SkipReason::Secret.as_str().to_owned());
+                Ok(Classified {
+                    row,
+                    outcome: Err(SkipReason::Secret),
+                    secrets: vec![finding.rule],
                 })
             }
         }

@@ -3,7 +3,8 @@
 //! Every file of a commit gets a row in the manifest; a skipped file's row says why. The
 //! checks run cheapest first: path rules (submodule, symlink, secret, lock file, vendored,
 //! excluded) need no content; the size cap needs only the object header; the content rules
-//! (LFS pointer, binary, encoding, generated, minified, private key) read the blob once.
+//! (LFS pointer, binary, encoding, generated, minified, then the [`secrets`] scan: private
+//! keys skip the file, tokens are redacted in place) read the blob once.
 //!
 //! **Non-UTF-8 text** is decoded losslessly where the encoding can be known: a UTF-16 byte-order
 //! mark, or a legacy encoding (Latin-1/Windows-125x, Shift_JIS, GBK, EUC-KR, …) detected by
@@ -17,6 +18,8 @@ use std::fmt;
 use globset::{Glob, GlobSet, GlobSetBuilder};
 use serde::Serialize;
 
+use crate::secrets::{self, Finding, Verdict};
+
 /// Why a file is not indexed. The string forms are stable: they land in manifests and reports.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
 #[serde(rename_all = "kebab-case")]
@@ -25,7 +28,8 @@ pub enum SkipReason {
     Submodule,
     /// A symbolic link: recorded, never followed.
     Symlink,
-    /// Credentials or keys (`.env`, `*.pem`, `id_rsa`, a private key block): never published.
+    /// Credentials or keys (`.env`, `*.pem`, `id_rsa`, a private key anywhere in the text, a
+    /// service-account JSON; [`secrets`]): never published.
     Secret,
     /// Package-manager lock files.
     LockFile,
@@ -142,52 +146,14 @@ const LOCK_FILES: &[&str] = &[
     "**/pubspec.lock",
 ];
 
-const SECRETS: &[&str] = &[
-    "**/.env",
-    "**/.env.*",
-    "**/*.pem",
-    "**/*.key",
-    "**/*.p12",
-    "**/*.pfx",
-    "**/*.jks",
-    "**/*.keystore",
-    "**/*.kdbx",
-    "**/id_rsa*",
-    "**/id_dsa*",
-    "**/id_ecdsa*",
-    "**/id_ed25519*",
-    "**/.netrc",
-    "**/_netrc",
-    "**/.npmrc",
-    "**/.pypirc",
-    "**/.htpasswd",
-    "**/.git-credentials",
-    "**/credentials",
-    "**/credentials.json",
-    "**/credentials.yml",
-    "**/credentials.yaml",
-    "**/*.tfvars",
-    "**/*.tfstate",
-    "**/*.tfstate.backup",
-];
-
-/// `.env.example` and friends document variables without holding them.
-const SECRET_EXCEPTIONS: &[&str] = &[
-    "**/.env.example",
-    "**/.env.sample",
-    "**/.env.template",
-    "**/.env.dist",
-    "**/*.pub",
-];
-
 /// Compiled file rules for one repository.
 #[derive(Debug)]
 pub struct Policy {
     vendored: GlobSet,
     minified: GlobSet,
     lock_files: GlobSet,
-    secrets: GlobSet,
-    secret_exceptions: GlobSet,
+    /// Paths exempt from the secret rules (`fetch.secrets_allow`).
+    secrets_allow: Option<GlobSet>,
     include: Option<GlobSet>,
     max_file_bytes: u64,
     max_line_bytes: usize,
@@ -220,11 +186,16 @@ fn set(globs: impl IntoIterator<Item = impl AsRef<str>>) -> Result<GlobSet, Glob
 #[derive(Debug, PartialEq, Eq)]
 pub enum Content {
     Text {
+        /// With every secret found redacted in place ([`secrets`]).
         text: String,
         /// The source encoding when it was not UTF-8.
         encoding: Option<&'static str>,
+        /// The secrets redacted, in line order.
+        redactions: Vec<Finding>,
     },
     Skip(SkipReason),
+    /// Skipped as [`SkipReason::Secret`] because of this finding.
+    Secret(Finding),
 }
 
 impl Policy {
@@ -244,8 +215,7 @@ impl Policy {
                 .chain(exclude.iter().cloned()))?,
             minified: set(MINIFIED)?,
             lock_files: set(LOCK_FILES)?,
-            secrets: set(SECRETS)?,
-            secret_exceptions: set(SECRET_EXCEPTIONS)?,
+            secrets_allow: None,
             include: if include.is_empty() {
                 None
             } else {
@@ -254,6 +224,23 @@ impl Policy {
             max_file_bytes,
             max_line_bytes,
         })
+    }
+
+    /// Exempts paths from the secret rules, path and content alike: their text is indexed as
+    /// it is. For fixtures of fake keys, never for real ones.
+    pub fn with_secrets_allow(mut self, globs: &[String]) -> Result<Self, GlobError> {
+        self.secrets_allow = if globs.is_empty() {
+            None
+        } else {
+            Some(set(globs)?)
+        };
+        Ok(self)
+    }
+
+    fn secrets_allowed(&self, path: &str) -> bool {
+        self.secrets_allow
+            .as_ref()
+            .is_some_and(|a| a.is_match(path))
     }
 
     /// Rules that need only the path, the entry kind and the size.
@@ -292,11 +279,20 @@ impl Policy {
     /// True for paths that may hold credentials: such a path is never published, not even
     /// in a delete event.
     pub fn is_secret_path(&self, path: &str) -> bool {
-        self.secrets.is_match(path) && !self.secret_exceptions.is_match(path)
+        self.secret_path_rule(path).is_some()
     }
 
-    /// Rules that read the content. Returns the UTF-8 text to publish, or the skip reason.
-    pub fn check_content(&self, bytes: &[u8]) -> Content {
+    /// The id of the path rule that makes `path` a credentials file ([`secrets::PATH_RULES`]).
+    pub fn secret_path_rule(&self, path: &str) -> Option<&'static str> {
+        if self.secrets_allowed(path) {
+            return None;
+        }
+        secrets::path_rule(path)
+    }
+
+    /// Rules that read the content. Returns the UTF-8 text to publish — secrets redacted —
+    /// or the skip reason. `path` is only for `fetch.secrets_allow`.
+    pub fn check_content(&self, path: &str, bytes: &[u8]) -> Content {
         if bytes.is_empty() {
             return Content::Skip(SkipReason::Empty);
         }
@@ -317,10 +313,26 @@ impl Policy {
         if text.split('\n').any(|l| l.len() > self.max_line_bytes) {
             return Content::Skip(SkipReason::Minified);
         }
-        if contains_private_key(&text) {
-            return Content::Skip(SkipReason::Secret);
+        if self.secrets_allowed(path) {
+            return Content::Text {
+                text,
+                encoding,
+                redactions: Vec::new(),
+            };
         }
-        Content::Text { text, encoding }
+        match secrets::scan(&text) {
+            Verdict::Clean(_) => Content::Text {
+                text,
+                encoding,
+                redactions: Vec::new(),
+            },
+            Verdict::Redacted { text, findings } => Content::Text {
+                text,
+                encoding,
+                redactions: findings,
+            },
+            Verdict::Skip(finding) => Content::Secret(finding),
+        }
     }
 }
 
@@ -332,32 +344,6 @@ fn floor_char_boundary(s: &str, mut i: usize) -> usize {
         i -= 1;
     }
     i
-}
-
-/// A PEM private key: a line that is exactly `-----BEGIN … PRIVATE KEY-----` (quotes allowed
-/// around it), followed by a line of base64. Prose that merely mentions the marker is not one.
-fn contains_private_key(text: &str) -> bool {
-    let mut lines = text
-        .lines()
-        .map(|l| l.trim().trim_matches(|c| c == '"' || c == '\'' || c == ','));
-    while let Some(line) = lines.next() {
-        if line.starts_with("-----BEGIN ") && line.ends_with("PRIVATE KEY-----") {
-            let next = lines
-                .next()
-                .unwrap_or_default()
-                .trim()
-                .trim_matches(|c| c == '"' || c == '\'');
-            let next = next.strip_suffix("\\n").unwrap_or(next);
-            if next.len() >= 16
-                && next
-                    .bytes()
-                    .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'+' | b'/' | b'='))
-            {
-                return true;
-            }
-        }
-    }
-    false
 }
 
 /// Bytes → UTF-8 text and the source encoding (when not UTF-8). See the module docs.
@@ -419,6 +405,11 @@ mod tests {
             ("deploy/id_rsa", Some(SkipReason::Secret)),
             ("deploy/id_rsa.pub", None),
             (".aws/credentials", Some(SkipReason::Secret)),
+            (".ENV", Some(SkipReason::Secret)),
+            ("deploy/prod.env", Some(SkipReason::Secret)),
+            (".envrc", Some(SkipReason::Secret)),
+            ("ops/.kube/config", Some(SkipReason::Secret)),
+            ("infra/prod.auto.tfvars", Some(SkipReason::Secret)),
         ] {
             assert_eq!(p.check_path(path, f, 10), want, "{path}");
         }
@@ -447,37 +438,78 @@ mod tests {
         let text = |s: &str| Content::Text {
             text: s.to_owned(),
             encoding: None,
+            redactions: Vec::new(),
         };
-        assert_eq!(p.check_content(b"def f(): pass\n"), text("def f(): pass\n"));
-        assert_eq!(p.check_content(b"\xEF\xBB\xBFx = 1\n"), text("x = 1\n"));
+        let check = |b: &[u8]| p.check_content("a.py", b);
+        assert_eq!(check(b"def f(): pass\n"), text("def f(): pass\n"));
+        assert_eq!(check(b"\xEF\xBB\xBFx = 1\n"), text("x = 1\n"));
+        assert_eq!(check(b"\x7fELF\x00\x01"), Content::Skip(SkipReason::Binary));
         assert_eq!(
-            p.check_content(b"\x7fELF\x00\x01"),
-            Content::Skip(SkipReason::Binary)
-        );
-        assert_eq!(
-            p.check_content(b"version https://git-lfs.github.com/spec/v1\noid sha256:ab\nsize 9\n"),
+            check(b"version https://git-lfs.github.com/spec/v1\noid sha256:ab\nsize 9\n"),
             Content::Skip(SkipReason::LfsPointer)
         );
         assert_eq!(
-            p.check_content(b"// Code generated by protoc-gen-go. DO NOT EDIT.\npackage x\n"),
+            check(b"// Code generated by protoc-gen-go. DO NOT EDIT.\npackage x\n"),
             Content::Skip(SkipReason::Generated)
         );
         assert_eq!(
-            p.check_content(format!("var a={};\n", "1,".repeat(200)).as_bytes()),
+            check(format!("var a={};\n", "1,".repeat(200)).as_bytes()),
             Content::Skip(SkipReason::Minified)
         );
-        assert_eq!(
-            p.check_content(
-                b"k = '''\n-----BEGIN RSA PRIVATE KEY-----\nMIIEowIBAAKCAQEAu1SU1LfVLPHCozMxH2Mo4lgOEePzNm0tRgeLezV6ffAt\n'''\n"
-            ),
-            Content::Skip(SkipReason::Secret)
+        // Assembled at run time, so that this file holds no key.
+        let marker = ["-----BEGIN RSA", " PRIVATE KEY-----"].concat();
+        let key = format!(
+            "k = '''\n{marker}\nMIIEowIBAAKCAQEAu1SU1LfVLPHCozMxH2Mo4lgOEePzNm0tRgeLezV6ffAt\n'''\n"
         );
-        // Prose that mentions the marker is not a key.
-        let prose = "Keys look like `-----BEGIN RSA PRIVATE KEY-----` in a file.\n";
         assert!(matches!(
-            p.check_content(prose.as_bytes()),
-            Content::Text { .. }
+            check(key.as_bytes()),
+            Content::Secret(Finding {
+                rule: "private-key",
+                line: 2,
+                ..
+            })
         ));
+        // Prose that mentions the marker is not a key.
+        let prose = format!("Keys look like `{marker}` in a file.\n");
+        assert_eq!(check(prose.as_bytes()), text(&prose));
+        // A token is redacted in place.
+        let token = ["ghp_", "0123456789abcdefghijABCDEFGHIJ012345"].concat();
+        let Content::Text {
+            text: out,
+            redactions,
+            ..
+        } = check(format!("import os\nG = \"{token}\"\n").as_bytes())
+        else {
+            panic!("not indexed");
+        };
+        assert_eq!(out, "import os\nG = \"[REDACTED:github-pat]\"\n");
+        assert_eq!(redactions.len(), 1);
+    }
+
+    #[test]
+    fn secrets_allow_exempts_paths_from_the_secret_rules() {
+        let p = policy()
+            .with_secrets_allow(&["tests/fixtures/**".into()])
+            .unwrap();
+        let token = format!(
+            "G = \"{}\"\n",
+            ["ghp_", "0123456789abcdefghijABCDEFGHIJ012345"].concat()
+        );
+        assert!(p.is_secret_path("config/.env"));
+        assert!(!p.is_secret_path("tests/fixtures/.env"));
+        assert_eq!(
+            p.check_path("tests/fixtures/.env", EntryKind::File, 10),
+            None
+        );
+        assert!(matches!(
+            p.check_content("tests/fixtures/t.py", token.as_bytes()),
+            Content::Text { ref text, .. } if *text == token
+        ));
+        assert!(matches!(
+            p.check_content("src/t.py", token.as_bytes()),
+            Content::Text { ref redactions, .. } if redactions.len() == 1
+        ));
+        assert!(policy().with_secrets_allow(&["a[".into()]).is_err());
     }
 
     #[test]
