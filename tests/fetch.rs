@@ -322,7 +322,7 @@ async fn since_diffs_from_the_given_commit_instead_of_the_state() {
             RunOptions {
                 dry_run: true,
                 since: Some(first.to_string()),
-                defer_state: false,
+                ..RunOptions::default()
             },
         )
         .await;
@@ -336,7 +336,7 @@ async fn since_diffs_from_the_given_commit_instead_of_the_state() {
             RunOptions {
                 dry_run: true,
                 since: Some("0123456789abcdef0123456789abcdef01234567".into()),
-                defer_state: false,
+                ..RunOptions::default()
             },
         )
         .await;

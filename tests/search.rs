@@ -15,7 +15,7 @@ use trawl_query::{Access, SearchRequest, Searcher};
 
 use crate::support::{SourceRepo, file};
 
-fn trawl(work: &Path) -> Command {
+pub(crate) fn trawl(work: &Path) -> Command {
     let mut c = Command::new(env!("CARGO_BIN_EXE_trawl"));
     for (k, _) in std::env::vars() {
         if k.starts_with("TRAWL_") {
@@ -32,7 +32,7 @@ fn trawl(work: &Path) -> Command {
     c
 }
 
-fn ok(out: &std::process::Output) -> String {
+pub(crate) fn ok(out: &std::process::Output) -> String {
     let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
     assert!(
         out.status.success(),
@@ -142,7 +142,7 @@ fn vault() -> SourceRepo {
     src
 }
 
-fn search_json(work: &Path, args: &[&str]) -> Vec<serde_json::Value> {
+pub(crate) fn search_json(work: &Path, args: &[&str]) -> Vec<serde_json::Value> {
     let out = trawl(work)
         .arg("search")
         .args(args)
@@ -155,7 +155,7 @@ fn search_json(work: &Path, args: &[&str]) -> Vec<serde_json::Value> {
         .collect()
 }
 
-fn index(work: &Path, targets: &[&Path], embedder: &str) -> String {
+pub(crate) fn index(work: &Path, targets: &[&Path], embedder: &str) -> String {
     let out = trawl(work)
         .arg("index")
         .args(targets)

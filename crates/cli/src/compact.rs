@@ -191,10 +191,32 @@ pub fn space(cfg: &Config, embedder: Option<&str>) -> Option<SpaceInfo> {
 pub async fn run(cfg: &Config, args: Args) -> anyhow::Result<ExitCode> {
     let store = crate::existing_store(cfg)?;
     if args.gc {
-        let r = trawl_compactor::gc(&store, cfg.compact.keep).await?;
+        let r = trawl_compactor::gc(
+            &store,
+            cfg.compact.keep,
+            std::time::Duration::from_secs(cfg.compact.gc_grace_secs),
+        )
+        .await?;
         println!(
             "gc: kept generations {:?}, collected {:?} ({} objects deleted)",
             r.kept, r.collected, r.objects_deleted
+        );
+        let days = cfg.compact.retain_runs_days;
+        let kept = trawl_compactor::retention::retain(
+            &store,
+            &trawl_compactor::retention::RetentionOptions {
+                run_reports: (days > 0).then(|| std::time::Duration::from_secs(days * 86_400)),
+                grace: std::time::Duration::from_secs(cfg.compact.gc_grace_secs),
+            },
+        )
+        .await
+        .context("applying retention")?;
+        println!(
+            "retention: {} run reports, {} superseded manifests, {} repositories no longer listed ({} objects) deleted",
+            kept.run_reports,
+            kept.manifests,
+            kept.removed_repos.len(),
+            kept.removed_repo_objects
         );
         return Ok(ExitCode::SUCCESS);
     }
@@ -207,7 +229,15 @@ pub async fn run(cfg: &Config, args: Args) -> anyhow::Result<ExitCode> {
         // A build stopped part-way leaves CURRENT as it was (the swap is its last step);
         // what it wrote is collected by `trawl compact --gc`.
         let code = tokio::select! {
-            r = once(cfg, &store, &args, &totals) => r?,
+            r = once(cfg, &store, &args, &totals) => match r {
+                // Another compactor is building: a scheduled compactor tries again at its
+                // next turn; a one-shot one says who holds the index and stops.
+                Err(e) if args.every.is_some() && is_busy(&e) => {
+                    eprintln!("compactor: {e:#}");
+                    ExitCode::from(75)
+                }
+                r => r?,
+            },
             () = crate::ops::terminated() => {
                 ops.stopping();
                 eprintln!("compactor: stopped before the new generation went live; the live one is unchanged");
@@ -229,6 +259,16 @@ pub async fn run(cfg: &Config, args: Args) -> anyhow::Result<ExitCode> {
             }
         }
     }
+}
+
+/// Whether `e` is another compactor holding the lease.
+fn is_busy(e: &anyhow::Error) -> bool {
+    e.chain().any(|c| {
+        matches!(
+            c.downcast_ref::<trawl_compactor::CompactError>(),
+            Some(trawl_compactor::CompactError::Busy(_))
+        )
+    })
 }
 
 /// One build, after waiting for the run with `--wait`.
@@ -446,6 +486,7 @@ pub async fn build_from(
         max_segments: cfg.compact.max_segments,
         merge_tombstone_ratio: cfg.compact.merge_tombstone_ratio,
         source_runs: set.runs.clone(),
+        lease_ttl: std::time::Duration::from_secs(cfg.compact.lease_ttl_secs),
         ..BuildOptions::default()
     };
     trawl_compactor::build(store, set.docs, space, &opts, progress)

@@ -40,6 +40,11 @@ pub struct Args {
     /// one run and exit (for a cron job). The repos file is read again before each run.
     #[arg(long, value_parser = humantime::parse_duration, conflicts_with = "dry_run")]
     every: Option<std::time::Duration>,
+    /// Add these repositories and keep every other one indexed. Without it the repositories
+    /// given are the whole list: any indexed before and not given leaves the index at the
+    /// next compaction.
+    #[arg(long)]
+    keep_others: bool,
 }
 
 /// Totals over the runs of one process, for `/metrics`.
@@ -242,6 +247,7 @@ async fn run_once(fetcher: &Fetcher, specs: &[repos::RepoSpec], args: &Args) -> 
         dry_run: args.dry_run,
         since: args.since.clone(),
         defer_state: false,
+        keep_others: args.keep_others,
     };
     let report = fetcher.run(specs, &opts, progress).await;
     bar.finish_and_clear();

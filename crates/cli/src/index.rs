@@ -45,6 +45,11 @@ pub struct Args {
     /// Rebuild every index shard instead of reusing unchanged ones.
     #[arg(long)]
     full: bool,
+    /// Add these repositories and keep every other one indexed. Without it the repositories
+    /// given are the whole list: any indexed before and not given leaves the index at the
+    /// next compaction.
+    #[arg(long)]
+    keep_others: bool,
 }
 
 /// Marker of a run in progress: present at start means the last run was interrupted.
@@ -182,6 +187,7 @@ pub async fn run(cfg: &Config, args: Args) -> anyhow::Result<ExitCode> {
 
     let fetch_opts = RunOptions {
         defer_state: true,
+        keep_others: args.keep_others,
         ..RunOptions::default()
     };
     let fetch = async {

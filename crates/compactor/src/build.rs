@@ -23,6 +23,7 @@ use crate::docs::{DocKey, DocRow};
 use crate::generation::{
     self, BuildStats, Counts, FORMAT_VERSION, Manifest, SegmentEntry, ShardEntry, Tombstones,
 };
+use crate::lease::{self, Lease, claim_generation};
 use crate::segment::{self, SpaceInfo, VectorData};
 use crate::{CompactError, Progress};
 
@@ -45,6 +46,9 @@ pub struct BuildOptions {
     pub threads: usize,
     /// Run ids recorded in the manifest.
     pub source_runs: Vec<String>,
+    /// How long the compactor lease lasts without renewal (it is renewed every third of it
+    /// while the build runs): a compactor that dies holds the index for at most this long.
+    pub lease_ttl: std::time::Duration,
 }
 
 impl Default for BuildOptions {
@@ -56,6 +60,7 @@ impl Default for BuildOptions {
             merge_tombstone_ratio: 0.25,
             threads: std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get),
             source_runs: Vec::new(),
+            lease_ttl: std::time::Duration::from_secs(120),
         }
     }
 }
@@ -244,12 +249,32 @@ async fn write_segment(
 }
 
 /// Builds and publishes the next generation from `live`. Returns its manifest.
+///
+/// Holds the compactor lease throughout ([`Lease`]): a second compactor (or `gc`) on the
+/// same store fails with [`CompactError::Busy`] instead of writing beside this one. The
+/// generation number is claimed ([`claim_generation`]), so it is never reused.
 pub async fn build(
+    store: &Store,
+    live: Vec<LiveDoc>,
+    space: Option<SpaceInfo>,
+    opts: &BuildOptions,
+    progress: &dyn Progress,
+) -> Result<Manifest, CompactError> {
+    let lease = Lease::acquire(store, &lease::holder("compactor"), opts.lease_ttl).await?;
+    let built = build_leased(store, live, space, opts, progress, &lease).await;
+    if let Err(e) = lease.release().await {
+        tracing::warn!(error = %e, "releasing the compactor lease (it expires by itself)");
+    }
+    built
+}
+
+async fn build_leased(
     store: &Store,
     mut live: Vec<LiveDoc>,
     space: Option<SpaceInfo>,
     opts: &BuildOptions,
     progress: &dyn Progress,
+    lease: &Lease,
 ) -> Result<Manifest, CompactError> {
     let started = Instant::now();
     let current = generation::current(store).await?;
@@ -257,12 +282,8 @@ pub async fn build(
         Some((cur, _)) => Some(generation::manifest(store, cur.generation).await?),
         None => None,
     };
-    let next = generation::generations(store)
-        .await?
-        .last()
-        .copied()
-        .max(current.as_ref().map(|(c, _)| c.generation))
-        .map_or(1, |g| g + 1);
+    let next =
+        claim_generation(store, current.as_ref().map_or(1, |(c, _)| c.generation + 1)).await?;
     let reusable = previous.as_ref().filter(|p| {
         !opts.full
             && p.format_version == FORMAT_VERSION
@@ -329,11 +350,10 @@ pub async fn build(
         previous: current.as_ref().map(|(c, _)| c.generation),
         build: stats,
     };
-    store
-        .put_json(&generation::manifest_key(next), &manifest)
-        .await?;
+    let hash = generation::put_manifest(store, &manifest).await?;
     progress.swapping(next);
-    generation::swap(store, next, current.as_ref().map(|(_, v)| v)).await?;
+    lease.check().await?;
+    generation::swap(store, next, &hash, current.as_ref().map(|(_, v)| v)).await?;
     Ok(manifest)
 }
 

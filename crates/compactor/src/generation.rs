@@ -2,11 +2,13 @@
 //! made live by swapping `index/CURRENT`.
 
 use std::collections::BTreeMap;
+use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 use trawl_core::store::{Store, Version};
 
 use crate::CompactError;
+use crate::lease::Lease;
 use crate::segment::SpaceInfo;
 
 /// The generation format written by this release. A reader refuses newer formats, and reads
@@ -23,6 +25,16 @@ pub struct Current {
     pub format_version: u32,
     pub generation: u64,
     pub manifest: String,
+    /// [`fingerprint`] of the manifest's bytes: a generation is identified by number **and**
+    /// content, so a reader never trusts a directory or cache by its name alone. (Absent in
+    /// pointers written before it existed.)
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub manifest_hash: Option<String>,
+}
+
+/// The identity of an object's bytes: blake3, hex.
+pub fn fingerprint(bytes: &[u8]) -> String {
+    blake3::hash(bytes).to_hex().to_string()
 }
 
 /// One segment of a shard; its directory may belong to an older generation (reused).
@@ -159,6 +171,14 @@ pub async fn current(store: &Store) -> Result<Option<(Current, Version)>, Compac
 
 /// Reads a generation's manifest.
 pub async fn manifest(store: &Store, generation: u64) -> Result<Manifest, CompactError> {
+    Ok(manifest_with_hash(store, generation).await?.0)
+}
+
+/// Reads a generation's manifest and the [`fingerprint`] of its bytes.
+pub async fn manifest_with_hash(
+    store: &Store,
+    generation: u64,
+) -> Result<(Manifest, String), CompactError> {
     let key = manifest_key(generation);
     let bytes = store.get(&key).await?.ok_or_else(|| {
         CompactError::Format(format!("generation {generation} has no manifest ({key})"))
@@ -167,7 +187,16 @@ pub async fn manifest(store: &Store, generation: u64) -> Result<Manifest, Compac
         serde_json::from_slice(&bytes).map_err(|e| CompactError::Format(format!("{key}: {e}")))?;
     let format = raw["format_version"].as_u64().unwrap_or(0) as u32;
     check_format(format, &key)?;
-    serde_json::from_value(raw).map_err(|e| CompactError::Format(format!("{key}: {e}")))
+    let m = serde_json::from_value(raw).map_err(|e| CompactError::Format(format!("{key}: {e}")))?;
+    Ok((m, fingerprint(&bytes)))
+}
+
+/// Writes a generation's manifest; returns the [`fingerprint`] of what was written.
+pub async fn put_manifest(store: &Store, m: &Manifest) -> Result<String, CompactError> {
+    let bytes = bytes::Bytes::from(serde_json::to_vec_pretty(m).expect("serialisable"));
+    let hash = fingerprint(&bytes);
+    store.put(&manifest_key(m.generation), bytes).await?;
+    Ok(hash)
 }
 
 /// The live generation's manifest, if any.
@@ -194,16 +223,19 @@ pub async fn generations(store: &Store) -> Result<Vec<u64>, CompactError> {
     Ok(out)
 }
 
-/// Makes `generation` live if `CURRENT` is still at `expected`.
+/// Makes `generation` (whose manifest has `manifest_hash`) live if `CURRENT` is still at
+/// `expected`.
 pub async fn swap(
     store: &Store,
     generation: u64,
+    manifest_hash: &str,
     expected: Option<&Version>,
 ) -> Result<(), CompactError> {
     let cur = Current {
         format_version: FORMAT_VERSION,
         generation,
         manifest: manifest_key(generation),
+        manifest_hash: Some(manifest_hash.to_owned()),
     };
     let bytes = bytes::Bytes::from(serde_json::to_vec_pretty(&cur).expect("serialisable"));
     if store.swap(CURRENT, bytes, expected).await? {
@@ -231,8 +263,8 @@ pub async fn rollback(store: &Store) -> Result<(u64, u64), CompactError> {
             cur.generation
         )));
     };
-    manifest(store, to).await?;
-    swap(store, to, Some(&version)).await?;
+    let (_, hash) = manifest_with_hash(store, to).await?;
+    swap(store, to, &hash, Some(&version)).await?;
     Ok((cur.generation, to))
 }
 
@@ -247,19 +279,59 @@ pub struct GcReport {
 /// Keeps the live generation and the `keep - 1` before it (for rollback) and deletes every
 /// other object under `index/`: older generations, generations a crashed build left behind
 /// `CURRENT`, and ones rolled back from. Segments that kept generations reuse from collected
-/// ones stay. Do not run it while a compaction is writing a generation.
-pub async fn gc(store: &Store, keep: usize) -> Result<GcReport, CompactError> {
+/// ones stay.
+///
+/// Safe beside a running compactor: it takes the compactor lease, so it waits for no build
+/// and no build starts while it deletes ([`CompactError::Busy`] when one is running). A
+/// generation that was live, or was built, less than `grace` ago is kept too, so a query node
+/// still serving the generation before a swap keeps its files.
+pub async fn gc(store: &Store, keep: usize, grace: Duration) -> Result<GcReport, CompactError> {
+    let lease =
+        Lease::acquire(store, &crate::lease::holder("gc"), Duration::from_secs(120)).await?;
+    let report = gc_leased(store, keep, grace).await;
+    if let Err(e) = lease.release().await {
+        tracing::warn!(error = %e, "releasing the compactor lease (it expires by itself)");
+    }
+    report
+}
+
+/// When `created_at` (RFC 3339) is less than `grace` ago; unreadable times count as recent.
+fn recent(created_at: &str, grace: Duration) -> bool {
+    match humantime::parse_rfc3339_weak(created_at) {
+        Ok(t) => t.elapsed().map_or(true, |age| age < grace),
+        Err(_) => true,
+    }
+}
+
+async fn gc_leased(store: &Store, keep: usize, grace: Duration) -> Result<GcReport, CompactError> {
     let Some((cur, _)) = current(store).await? else {
         return Ok(GcReport::default());
     };
     let all = generations(store).await?;
-    let kept: Vec<u64> = all
+    let mut kept: Vec<u64> = all
         .iter()
         .copied()
         .filter(|&g| g <= cur.generation)
         .rev()
         .take(keep.max(1))
         .collect();
+    // The grace period: a generation built within it, or one whose successor was (it was
+    // live until then, at most).
+    let mut created: BTreeMap<u64, String> = BTreeMap::new();
+    for &g in &all {
+        // An unreadable manifest counts as recent: gc never deletes what it cannot date.
+        let at = manifest(store, g).await.map(|m| m.created_at);
+        created.insert(g, at.unwrap_or_default());
+    }
+    for (i, &g) in all.iter().enumerate() {
+        let successor_recent = all
+            .get(i + 1)
+            .is_some_and(|next| recent(&created[next], grace));
+        if !kept.contains(&g) && (recent(&created[&g], grace) || successor_recent) {
+            kept.push(g);
+        }
+    }
+    kept.sort_unstable_by(|a, b| b.cmp(a));
     let mut live_prefixes: Vec<String> = Vec::new();
     for &g in &kept {
         let m = manifest(store, g).await?;
@@ -275,7 +347,11 @@ pub async fn gc(store: &Store, keep: usize) -> Result<GcReport, CompactError> {
     };
     let mut collected = std::collections::BTreeSet::new();
     for key in store.list("index/").await? {
-        if key == CURRENT || live_prefixes.iter().any(|p| key.starts_with(p.as_str())) {
+        if key == CURRENT
+            || key.starts_with(crate::lease::LEASE_PREFIX)
+            || key.starts_with(crate::lease::CLAIMS_PREFIX)
+            || live_prefixes.iter().any(|p| key.starts_with(p.as_str()))
+        {
             continue;
         }
         if let Some(g) = key
@@ -288,6 +364,7 @@ pub async fn gc(store: &Store, keep: usize) -> Result<GcReport, CompactError> {
         store.delete(&key).await?;
         report.objects_deleted += 1;
     }
+    report.objects_deleted += crate::lease::prune_claims(store).await?;
     report.collected = collected
         .into_iter()
         .filter(|g| !kept.contains(g))

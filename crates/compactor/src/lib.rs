@@ -9,6 +9,8 @@
 //! - [`segment`]: one segment — doc store (Parquet), vector index (usearch HNSW), text index
 //!   (tantivy with the [`analyzer`]).
 //! - [`generation`]: manifests, `CURRENT`, rollback, garbage collection.
+//! - [`lease`]: one compactor at a time; generation numbers never reused.
+//! - [`retention`]: run reports, superseded manifests, repositories that left the list.
 //!
 //! The ANN library is usearch: float, int8 and binary vectors in one HNSW implementation,
 //! filtered search (for access control inside the search), serialisation to a buffer and
@@ -19,8 +21,10 @@ pub mod analyzer;
 pub mod build;
 pub mod docs;
 pub mod generation;
+pub mod lease;
 #[cfg(feature = "live-set")]
 pub mod live;
+pub mod retention;
 pub mod segment;
 pub mod testing;
 
@@ -42,6 +46,9 @@ pub enum CompactError {
     /// Another writer changed `CURRENT`, or there is nothing to roll back to.
     #[error("{0}")]
     Conflict(String),
+    /// Another compactor holds the lease.
+    #[error("{0}")]
+    Busy(String),
     #[error("live-set query: {0}")]
     Query(String),
     #[error("local files: {0}")]

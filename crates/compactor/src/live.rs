@@ -16,8 +16,8 @@ use datafusion::datasource::listing::{
 };
 use datafusion::prelude::SessionContext;
 use serde::Deserialize;
-use trawl_core::ids::{ChunkId, CommitId};
-use trawl_core::records::{ChunkRecord, EmbeddingRecord, ManifestRow, RepoState};
+use trawl_core::ids::{ChunkId, CommitId, RepoId};
+use trawl_core::records::{ChunkRecord, EmbeddingRecord, ManifestRow, RepoList, RepoState};
 use trawl_core::store::{Store, keys};
 
 use crate::CompactError;
@@ -63,17 +63,30 @@ fn table(
     Ok(())
 }
 
-/// Computes the live set; vectors come from `space` (`None`: text only).
-pub async fn live_set(store: &Store, space: Option<&SpaceInfo>) -> Result<LiveSet, CompactError> {
-    let q = |e: datafusion::error::DataFusionError| CompactError::Query(e.to_string());
+/// The recorded states of the repositories on the list (`repos/list.json`): a repository
+/// that left the list is not indexed any more, whatever its state says. Without a list
+/// (stores written before it existed) every recorded state counts.
+pub async fn listed_states(store: &Store) -> Result<Vec<RepoState>, CompactError> {
+    let list: Option<std::collections::HashSet<RepoId>> = store
+        .get_json::<RepoList>(keys::REPO_LIST)
+        .await?
+        .map(|l| l.repos.into_iter().collect());
     let mut states = Vec::new();
     for key in store.list("repos/").await? {
         if key.ends_with("/state.json")
             && let Some(s) = store.get_json::<RepoState>(&key).await?
+            && list.as_ref().is_none_or(|l| l.contains(&s.repo))
         {
             states.push(s);
         }
     }
+    Ok(states)
+}
+
+/// Computes the live set; vectors come from `space` (`None`: text only).
+pub async fn live_set(store: &Store, space: Option<&SpaceInfo>) -> Result<LiveSet, CompactError> {
+    let q = |e: datafusion::error::DataFusionError| CompactError::Query(e.to_string());
+    let states = listed_states(store).await?;
     if states.is_empty() {
         return Ok(LiveSet::default());
     }
@@ -222,13 +235,7 @@ pub async fn completion(
 ) -> Result<(Completion, LiveSet), CompactError> {
     let mut c = Completion::default();
     let mut stragglers = std::collections::BTreeSet::new();
-    for key in store.list("repos/").await? {
-        if !key.ends_with("/state.json") {
-            continue;
-        }
-        let Some(state) = store.get_json::<RepoState>(&key).await? else {
-            continue;
-        };
+    for state in listed_states(store).await? {
         let Some(bytes) = store
             .get(&keys::manifest(&state.repo, &state.last_commit))
             .await?

@@ -3,12 +3,14 @@
 
 use std::collections::{BTreeMap, HashSet};
 use std::sync::Arc;
+use std::time::Duration;
 
 use trawl_core::store::Store;
 
 use crate::build::{BuildOptions, LiveDoc, build};
 use crate::docs::DocRow;
 use crate::generation::{self, Manifest};
+use crate::lease::{Lease, LeaseRecord};
 use crate::segment::{self, SpaceInfo, VectorData};
 use crate::testing::unit;
 use crate::{CompactError, Progress, Quiet};
@@ -243,7 +245,12 @@ async fn a_one_percent_change_rewrites_a_few_percent_and_the_result_equals_a_ful
     assert_eq!((from, to), (fourth.generation, third.generation));
     let live_now = generation::live(&store).await.unwrap().unwrap();
     assert_eq!(live_now.generation, third.generation);
-    let report = generation::gc(&store, 2).await.unwrap();
+    // Within the grace period nothing that was live recently is collected.
+    let report = generation::gc(&store, 2, Duration::from_secs(3600))
+        .await
+        .unwrap();
+    assert!(report.collected.is_empty(), "{report:?}");
+    let report = generation::gc(&store, 2, Duration::ZERO).await.unwrap();
     assert_eq!(report.kept, [third.generation, second.generation]);
     assert!(report.collected.contains(&fourth.generation));
     assert!(report.collected.contains(&first.generation));
@@ -280,7 +287,12 @@ async fn a_crash_before_the_swap_leaves_current_untouched_and_the_partial_genera
         !store.list("index/gen=2/").await.unwrap().is_empty(),
         "the partial generation is on the store"
     );
-    let report = generation::gc(&store, 3).await.unwrap();
+    // The crashed build still holds the lease: gc refuses rather than race it...
+    let busy = generation::gc(&store, 3, Duration::ZERO).await.unwrap_err();
+    assert!(matches!(busy, CompactError::Busy(_)), "{busy}");
+    // ...until it expires.
+    expire_leases(&store).await;
+    let report = generation::gc(&store, 3, Duration::ZERO).await.unwrap();
     assert_eq!(report.collected, [2]);
     assert!(store.list("index/gen=2/").await.unwrap().is_empty());
     assert_eq!(contents(&store, &first).await, expected(&live));
@@ -289,6 +301,68 @@ async fn a_crash_before_the_swap_leaves_current_untouched_and_the_partial_genera
         .await
         .unwrap();
     assert_eq!(next.previous, Some(first.generation));
+    assert_eq!(
+        next.generation, 3,
+        "the crashed build's number is not reused"
+    );
+}
+
+/// What the passing of a lease's expiry does (without waiting for it).
+async fn expire_leases(store: &Store) {
+    for key in store.list(crate::lease::LEASE_PREFIX).await.unwrap() {
+        let mut rec: LeaseRecord = store.get_json(&key).await.unwrap().unwrap();
+        rec.expires_unix = 1;
+        store.put_json(&key, &rec).await.unwrap();
+    }
+}
+
+#[tokio::test]
+async fn generation_numbers_are_never_reused_after_rollback_and_gc() {
+    let store = Store::memory();
+    let mut seen = Vec::new();
+    for n in 0..2 {
+        let m = build(
+            &store,
+            corpus(100 + n, 16),
+            Some(space(16)),
+            &opts(2),
+            &Quiet,
+        )
+        .await
+        .unwrap();
+        seen.push(m.generation);
+    }
+    generation::rollback(&store).await.unwrap();
+    generation::gc(&store, 1, Duration::ZERO).await.unwrap();
+    assert!(generation::generations(&store).await.unwrap() == [seen[0]]);
+    let again = build(&store, corpus(120, 16), Some(space(16)), &opts(2), &Quiet)
+        .await
+        .unwrap();
+    assert!(
+        !seen.contains(&again.generation),
+        "generation {} was handed out twice ({seen:?})",
+        again.generation
+    );
+}
+
+#[tokio::test]
+async fn a_second_compactor_is_refused_while_one_builds() {
+    let store = Store::memory();
+    let holder = Lease::acquire(&store, "the first compactor", Duration::from_secs(60))
+        .await
+        .unwrap();
+    let err = build(&store, corpus(50, 16), Some(space(16)), &opts(2), &Quiet)
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&err, CompactError::Busy(m) if m.contains("the first compactor")),
+        "{err}"
+    );
+    assert!(generation::current(&store).await.unwrap().is_none());
+    holder.release().await.unwrap();
+    build(&store, corpus(50, 16), Some(space(16)), &opts(2), &Quiet)
+        .await
+        .unwrap();
 }
 
 #[tokio::test]

@@ -170,6 +170,14 @@ pub struct CompactConfig {
     pub max_segments: usize,
     /// A shard whose deleted docs exceed this fraction is merged into one segment.
     pub merge_tombstone_ratio: f64,
+    /// `--gc` keeps, beyond `keep`, every generation that was live or built less than this
+    /// long ago (query nodes may still be serving it).
+    pub gc_grace_secs: u64,
+    /// The compactor lease: a build renews it every third of this; a compactor that dies
+    /// blocks others for at most this long.
+    pub lease_ttl_secs: u64,
+    /// `--gc` deletes run reports older than this (days; 0 keeps them).
+    pub retain_runs_days: u64,
 }
 
 impl Default for CompactConfig {
@@ -179,6 +187,9 @@ impl Default for CompactConfig {
             keep: 3,
             max_segments: 8,
             merge_tombstone_ratio: 0.25,
+            gc_grace_secs: 3600,
+            lease_ttl_secs: 120,
+            retain_runs_days: 30,
         }
     }
 }

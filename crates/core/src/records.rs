@@ -364,6 +364,23 @@ impl EmbeddingRecord {
     }
 }
 
+/// `repos/list.json`: the repositories the organisation indexes, as the last fetch run over
+/// the whole list saw them. The live set is these repositories only: one that leaves the
+/// list leaves the index at the next compaction (its objects are collected by retention).
+/// Absent in stores written before it existed: then every recorded state counts.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RepoList {
+    pub schema_version: u32,
+    /// The fetch run that wrote it.
+    pub run: RunId,
+    /// RFC 3339.
+    pub written_at: String,
+    pub repos: Vec<RepoId>,
+}
+
+/// Version of [`RepoList`] written by this release.
+pub const REPO_LIST_VERSION: u32 = 1;
+
 /// `repos/<repo_id>/state.json`: what the fetcher last indexed. Written only after every event
 /// of that commit was acknowledged by the bus.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]

@@ -321,8 +321,11 @@ impl Store {
         }
     }
 
-    /// Keys under `prefix` (relative to the store root), sorted.
-    pub async fn list(&self, prefix: &str) -> Result<Vec<String>, Error> {
+    /// Keys under `prefix` with their last-modified times, sorted by key.
+    pub async fn list_modified(
+        &self,
+        prefix: &str,
+    ) -> Result<Vec<(String, std::time::SystemTime)>, Error> {
         let root = self.path(prefix);
         let metas: Vec<_> = self
             .inner
@@ -331,19 +334,31 @@ impl Store {
             .await
             .map_err(Self::err(StoreOp::List, prefix))?;
         let skip = self.prefix.parts().count();
-        let mut keys: Vec<String> = metas
+        let mut out: Vec<(String, std::time::SystemTime)> = metas
             .into_iter()
             .map(|m| {
-                m.location
+                let key = m
+                    .location
                     .parts()
                     .skip(skip)
                     .map(|p| p.as_ref().to_owned())
                     .collect::<Vec<_>>()
-                    .join("/")
+                    .join("/");
+                (key, std::time::SystemTime::from(m.last_modified))
             })
             .collect();
-        keys.sort();
-        Ok(keys)
+        out.sort();
+        Ok(out)
+    }
+
+    /// Keys under `prefix` (relative to the store root), sorted.
+    pub async fn list(&self, prefix: &str) -> Result<Vec<String>, Error> {
+        Ok(self
+            .list_modified(prefix)
+            .await?
+            .into_iter()
+            .map(|(k, _)| k)
+            .collect())
     }
 
     /// Reads and parses a JSON object; `None` if missing.
@@ -422,6 +437,9 @@ pub mod keys {
     pub fn repo_state(repo: &RepoId) -> String {
         format!("repos/{repo}/state.json")
     }
+
+    /// `repos/list.json`: see [`crate::records::RepoList`].
+    pub const REPO_LIST: &str = "repos/list.json";
 
     /// `manifests/repo=<repo key>/<commit>.parquet` (the repo id as one segment, see
     /// [`RepoId::key`]).

@@ -40,8 +40,8 @@ use tokio::sync::mpsc;
 use trawl_core::bus::Bus;
 use trawl_core::config::FetchConfig;
 use trawl_core::records::{
-    self, FILE_EVENT_VERSION, FileEvent, FileOp, MANIFEST_VERSION, ManifestRow, REPO_STATE_VERSION,
-    RepoState,
+    self, FILE_EVENT_VERSION, FileEvent, FileOp, MANIFEST_VERSION, ManifestRow, REPO_LIST_VERSION,
+    REPO_STATE_VERSION, RepoList, RepoState,
 };
 use trawl_core::store::{Store, keys};
 use trawl_core::{BlobId, CommitId, RepoId, RunId, language};
@@ -188,6 +188,11 @@ pub struct RunOptions {
     /// [`Fetcher::commit_states`], once the published events are processed. For a bus that
     /// is not durable (in-process), so that a crash re-sends the commit instead of losing it.
     pub defer_state: bool,
+    /// The repositories given are not the whole list: add them to the index and keep every
+    /// other one. Without it (the default) the repositories of the run are the organisation's
+    /// list (`repos/list.json`), and any indexed before that is not among them leaves the
+    /// index at the next compaction.
+    pub keep_others: bool,
 }
 
 /// The fetch stage.
@@ -253,12 +258,42 @@ impl Fetcher {
                 .to_string(),
             repos: reports,
         };
-        if !opts.dry_run
-            && let Err(e) = self.store.put_json(&keys::run(&report.run), &report).await
-        {
-            tracing::error!(error = %e, "cannot write the run report");
+        if !opts.dry_run {
+            if let Err(e) = self.record_list(specs, &report.run, opts.keep_others).await {
+                tracing::error!(error = %e, "cannot write the repository list");
+            }
+            if let Err(e) = self.store.put_json(&keys::run(&report.run), &report).await {
+                tracing::error!(error = %e, "cannot write the run report");
+            }
         }
         report
+    }
+
+    /// Writes `repos/list.json`: the run's repositories, or (with `keep_others`) those added
+    /// to the list already recorded.
+    async fn record_list(
+        &self,
+        specs: &[RepoSpec],
+        run: &RunId,
+        keep_others: bool,
+    ) -> Result<(), trawl_core::Error> {
+        let mut repos: Vec<RepoId> = specs.iter().map(|s| s.id.clone()).collect();
+        if keep_others {
+            let Some(old) = self.store.get_json::<RepoList>(keys::REPO_LIST).await? else {
+                // No list yet: every recorded repository counts, the new ones among them.
+                return Ok(());
+            };
+            repos.extend(old.repos);
+        }
+        repos.sort();
+        repos.dedup();
+        let list = RepoList {
+            schema_version: REPO_LIST_VERSION,
+            run: run.clone(),
+            written_at: humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string(),
+            repos,
+        };
+        self.store.put_json(keys::REPO_LIST, &list).await
     }
 
     async fn one(

@@ -79,6 +79,8 @@ pub fn is_definition(kind: &str) -> bool {
 #[derive(Debug)]
 pub struct Generation {
     pub number: u64,
+    /// The fingerprint of the manifest's bytes: with `number`, the generation's identity.
+    pub manifest_hash: String,
     pub manifest: Manifest,
     pub segments: Vec<Arc<Segment>>,
     /// Chunk id → (segment, ord) of live docs.
@@ -110,16 +112,36 @@ impl Generation {
     /// Opens the live generation (`CURRENT`), or `None` when there is none.
     pub async fn open_current(store: &Store, cache: &Path) -> Result<Option<Self>, QueryError> {
         match generation::current(store).await? {
-            Some((cur, _)) => Ok(Some(Self::open(store, cache, cur.generation).await?)),
+            Some((cur, _)) => Ok(Some(Self::open_pointed(store, cache, &cur).await?)),
             None => Ok(None),
         }
+    }
+
+    /// Opens the generation `cur` names, checking that its manifest is the one `cur` was
+    /// written for (number and content: a number reused by an older store, or a manifest
+    /// rewritten in place, is refused rather than served).
+    pub async fn open_pointed(
+        store: &Store,
+        cache: &Path,
+        cur: &generation::Current,
+    ) -> Result<Self, QueryError> {
+        let g = Self::open(store, cache, cur.generation).await?;
+        if let Some(want) = &cur.manifest_hash
+            && *want != g.manifest_hash
+        {
+            return Err(QueryError::Index(format!(
+                "generation {}'s manifest is not the one index/CURRENT was written for (its content changed): run `trawl compact` to write a new generation",
+                cur.generation
+            )));
+        }
+        Ok(g)
     }
 
     /// Opens generation `number`: downloads what the cache lacks (unless the store is a local
     /// directory, read in place), then opens every segment, in parallel.
     pub async fn open(store: &Store, cache: &Path, number: u64) -> Result<Self, QueryError> {
         let t0 = Instant::now();
-        let manifest = generation::manifest(store, number).await?;
+        let (manifest, manifest_hash) = generation::manifest_with_hash(store, number).await?;
         let root = match store.local_dir() {
             Some(dir) => dir,
             None => cache.to_path_buf(),
@@ -186,6 +208,7 @@ impl Generation {
         );
         Ok(Self {
             number,
+            manifest_hash,
             manifest,
             segments,
             by_id,
@@ -201,12 +224,24 @@ fn local(root: &Path, seg: &SegmentEntry) -> PathBuf {
         .fold(root.to_path_buf(), |p, part| p.join(part))
 }
 
+/// The marker of a complete cached segment; it holds [`segment_identity`].
 const COMPLETE: &str = ".complete";
 
-/// Pulls a segment into the cache unless it is there; returns the bytes downloaded.
+/// What a cached segment must match to be reused: its manifest entry (files, sizes, counts),
+/// not its directory's name.
+fn segment_identity(seg: &SegmentEntry) -> String {
+    generation::fingerprint(&serde_json::to_vec(seg).expect("serialisable"))
+}
+
+/// Pulls a segment into the cache unless it is there (with the same identity); returns the
+/// bytes downloaded.
 async fn download(store: &Store, root: &Path, seg: &SegmentEntry) -> Result<u64, QueryError> {
     let dir = local(root, seg);
-    if dir.join(COMPLETE).exists() {
+    let identity = segment_identity(seg);
+    if tokio::fs::read_to_string(dir.join(COMPLETE))
+        .await
+        .is_ok_and(|found| found == identity)
+    {
         return Ok(0);
     }
     let io = |e: std::io::Error| QueryError::Index(format!("cache {}: {e}", dir.display()));
@@ -231,7 +266,7 @@ async fn download(store: &Store, root: &Path, seg: &SegmentEntry) -> Result<u64,
         bytes += data.len() as u64;
         tokio::fs::write(tmp.join(&name), &data).await.map_err(io)?;
     }
-    tokio::fs::write(tmp.join(COMPLETE), b"")
+    tokio::fs::write(tmp.join(COMPLETE), identity.as_bytes())
         .await
         .map_err(io)?;
     let _ = tokio::fs::remove_dir_all(&dir).await;

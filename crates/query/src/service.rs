@@ -188,13 +188,17 @@ impl Searcher {
         let Some((cur, _)) = trawl_compactor::generation::current(&self.store).await? else {
             return Ok(None);
         };
-        if self
-            .generation()
-            .is_some_and(|g| g.number == cur.generation)
-        {
+        // Identity is number and manifest content, never the number alone.
+        if self.generation().is_some_and(|g| {
+            g.number == cur.generation
+                && cur
+                    .manifest_hash
+                    .as_ref()
+                    .is_none_or(|h| *h == g.manifest_hash)
+        }) {
             return Ok(None);
         }
-        let g = Generation::open(&self.store, &self.cache, cur.generation).await?;
+        let g = Generation::open_pointed(&self.store, &self.cache, &cur).await?;
         for seg in &g.segments {
             if let Some(v) = &seg.vectors {
                 v.change_expansion_search(self.ef_search.max(16));

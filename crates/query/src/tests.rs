@@ -197,6 +197,45 @@ async fn a_remote_store_is_cached_new_generations_download_only_new_segments_and
 }
 
 #[tokio::test]
+async fn a_cached_segment_is_trusted_by_its_content_not_its_directory_name() {
+    // Two stores whose first generations have the same directory names (a store recreated,
+    // or restored from a backup) share one query node's cache.
+    let cache = tempfile::tempdir().unwrap();
+    let opts = BuildOptions {
+        shards: 2,
+        threads: 1,
+        ..BuildOptions::default()
+    };
+    let old = Store::memory();
+    let g_old = build_and_open(&old, corpus(40), &opts, cache.path()).await;
+    let new = Store::memory();
+    let mut docs = corpus(40);
+    docs.truncate(25);
+    let g_new = build_and_open(&new, docs, &opts, cache.path()).await;
+    assert_eq!(g_old.number, g_new.number, "same number, same directories");
+    assert_eq!(
+        g_new.live_docs(),
+        25,
+        "the new store's docs, not the cached ones"
+    );
+    assert!(g_new.load.segments_downloaded > 0);
+
+    // A manifest changed under a number CURRENT already names is refused, not served.
+    let mut m = g_new.manifest.clone();
+    m.created_at = "2000-01-01T00:00:00Z".into();
+    new.put_json(&trawl_compactor::generation::manifest_key(m.generation), &m)
+        .await
+        .unwrap();
+    let err = Generation::open_current(&new, cache.path())
+        .await
+        .unwrap_err();
+    assert!(
+        err.to_string().contains("not the one index/CURRENT"),
+        "{err}"
+    );
+}
+
+#[tokio::test]
 async fn filters_and_access_apply_inside_the_vector_arm_before_top_k() {
     let store = Store::memory();
     let cache = tempfile::tempdir().unwrap();
