@@ -298,7 +298,9 @@ def check_overlay(name, objs, trawl, external):
                 port = int(config["query"]["listen"].rsplit(":", 1)[1])
                 if port not in {p["containerPort"] for p in c.get("ports", [])}:
                     problem(what, f"query.listen port {port} is not a container port")
-            if config and args[2:3] and args[2] in ("chunk-worker", "embed-worker", "fetcher", "compactor"):
+            # (`compactor --gc` is a one-shot retention pass: no ops server.)
+            if config and args[2:3] and args[2] in ("chunk-worker", "embed-worker", "fetcher", "compactor") \
+                    and "--gc" not in args:
                 port = int(config["ops"]["listen"].rsplit(":", 1)[1])
                 if port not in {p["containerPort"] for p in c.get("ports", [])}:
                     problem(what, f"ops.listen port {port} is not a container port")
