@@ -3,3 +3,5 @@
 //! corrupted, a message stuck, a server driven by a web page) and asserts it no longer does.
 
 mod store;
+
+mod credentials;

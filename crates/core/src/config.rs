@@ -333,6 +333,28 @@ pub struct FetchConfig {
     /// Globs of paths exempt from the secret rules (path and content): their text is indexed
     /// as it is. For fixtures of fake keys; see docs/operations.md.
     pub secrets_allow: Vec<String>,
+    /// Hosts `TRAWL_GIT_TOKEN` is sent to (exact host names, over https only).
+    pub token_hosts: Vec<String>,
+    /// Git tokens bound to one host each: `[[fetch.credentials]] host = "git.example.com",
+    /// token_env = "GIT_TOKEN_EXAMPLE"`. Sent over https only, never to another host.
+    pub credentials: Vec<GitCredentialConfig>,
+}
+
+/// A git token for one host, read from an environment variable (never written in the file).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GitCredentialConfig {
+    /// The host name (`git.example.com`, or `host:port`) the token is sent to, and only it.
+    pub host: String,
+    /// The environment variable holding the token.
+    pub token_env: String,
+    /// The user name sent with the token (GitHub and GitLab accept any).
+    #[serde(default = "default_git_username")]
+    pub username: String,
+}
+
+fn default_git_username() -> String {
+    "x-access-token".into()
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -375,6 +397,8 @@ impl Default for FetchConfig {
             exclude: Vec::new(),
             timeout_secs: 600,
             secrets_allow: Vec::new(),
+            token_hosts: vec!["github.com".into()],
+            credentials: Vec::new(),
         }
     }
 }

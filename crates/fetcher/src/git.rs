@@ -4,9 +4,13 @@
 //! the remote's advertised head differs from the mirror's: an unchanged repository costs one
 //! reference advertisement, no pack.
 //!
-//! Credentials come from the environment, in this order, and are never logged or stored:
-//! - https: a `user:token@` in the URL; else `TRAWL_GIT_TOKEN` (user `TRAWL_GIT_USERNAME`,
-//!   default `x-access-token`); else `GITHUB_TOKEN` or `GH_TOKEN` for github.com;
+//! Credentials are never logged or stored. A token is bound to a host: it is sent only when
+//! the server that asks for it (after any redirect) is that exact host, and only over https
+//! (ssh carries no tokens, only keys). See [`Credentials`]:
+//! - https: a `user:token@` in the URL (to that URL's host only); else a token of
+//!   `fetch.credentials` for the host; else `TRAWL_GIT_TOKEN` for the hosts of
+//!   `fetch.token_hosts` (user `TRAWL_GIT_USERNAME`, default `x-access-token`); else
+//!   `GITHUB_TOKEN` or `GH_TOKEN` for `github.com` exactly;
 //! - ssh: the ssh agent; else the key file in `TRAWL_GIT_SSH_KEY` (passphrase in
 //!   `TRAWL_GIT_SSH_PASSPHRASE`); else `~/.ssh/id_ed25519`, then `~/.ssh/id_rsa`.
 
@@ -15,6 +19,7 @@ use std::time::Instant;
 
 use git2::{Cred, CredentialType, Direction, ErrorClass, ErrorCode, Oid, Repository};
 use serde::Serialize;
+use trawl_core::config::FetchConfig;
 
 use crate::policy::EntryKind;
 
@@ -171,23 +176,192 @@ fn url_password(url: &str) -> Option<(String, String)> {
     Some((user.to_owned(), pass.to_owned()))
 }
 
+/// Whether `url` carries a password (`user:secret@host`).
+pub fn url_has_password(url: &str) -> bool {
+    url_password(url).is_some()
+}
+
+/// The scheme, host and port of a git URL (`https://…`, `ssh://…` or scp-style
+/// `user@host:path`), host lowercased; `None` for local paths and what does not parse.
+fn endpoint(url: &str) -> Option<(String, String, Option<u16>)> {
+    if url.contains("://") {
+        let u = url::Url::parse(url).ok()?;
+        let host = u.host_str()?.to_ascii_lowercase();
+        return Some((
+            u.scheme().to_ascii_lowercase(),
+            host,
+            u.port_or_known_default(),
+        ));
+    }
+    // scp-style: `[user@]host:path`; ssh takes the host after the last `@`.
+    let (authority, _) = url.split_once(':')?;
+    let host = authority.rsplit_once('@').map_or(authority, |(_, h)| h);
+    (!host.is_empty() && !host.contains('/'))
+        .then(|| ("ssh".into(), host.to_ascii_lowercase(), None))
+}
+
+/// A configured host: `name` or `name:port`, nothing else.
+fn parse_host(host: &str) -> Option<(String, Option<u16>)> {
+    let (name, port) = match host.rsplit_once(':') {
+        Some((n, p)) => (n, Some(p.parse::<u16>().ok()?)),
+        None => (host, None),
+    };
+    let ok = !name.is_empty()
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_'));
+    ok.then(|| (name.to_ascii_lowercase(), port))
+}
+
+/// One token and the one host it may be sent to.
+#[derive(Clone)]
+struct HostToken {
+    host: String,
+    /// `None`: any port of the host.
+    port: Option<u16>,
+    username: String,
+    token: String,
+    /// Where the token came from (an environment variable's name), for messages.
+    source: String,
+}
+
+/// Git tokens, each bound to one host. Built once per run from `fetch.credentials`,
+/// `fetch.token_hosts` and the environment; `Debug` shows hosts and sources, never tokens.
+#[derive(Clone, Default)]
+pub struct Credentials {
+    tokens: Vec<HostToken>,
+    /// A configured credential that cannot be used: every repository fails with it.
+    invalid: Option<String>,
+}
+
+impl std::fmt::Debug for Credentials {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_list()
+            .entries(
+                self.tokens
+                    .iter()
+                    .map(|t| format!("{} ({})", t.host, t.source)),
+            )
+            .finish()
+    }
+}
+
+/// What the credential callback may answer for one request.
+#[derive(Debug, PartialEq, Eq)]
+enum TokenFor<'a> {
+    /// Send this user and token.
+    Send { username: &'a str, token: &'a str },
+    /// A token exists for the host, but the request is not https: it is withheld.
+    Insecure { host: String, source: &'a str },
+    /// The request went to another host than the repository's (a redirect): nothing is sent.
+    Redirected { from: String, to: String },
+    /// No token for this host.
+    None,
+}
+
+impl Credentials {
+    /// The tokens `cfg` binds, read through `env` (usually `std::env::var`).
+    pub fn from_config(cfg: &FetchConfig, env: impl Fn(&str) -> Option<String>) -> Self {
+        let env = |k: &str| env(k).filter(|v| !v.is_empty());
+        let mut out = Self::default();
+        let mut bind = |host: &str, what: &str, username: &str, source: &str, token: String| {
+            let Some((host, port)) = parse_host(host) else {
+                out.invalid.get_or_insert_with(|| {
+                    format!("{what}: {host:?} is not a host name: write it as git.example.com or git.example.com:8443, without scheme or path")
+                });
+                return;
+            };
+            out.tokens.push(HostToken {
+                host,
+                port,
+                username: username.to_owned(),
+                token,
+                source: source.to_owned(),
+            });
+        };
+        for (i, c) in cfg.credentials.iter().enumerate() {
+            let what = format!("fetch.credentials[{i}].host");
+            match env(&c.token_env) {
+                Some(token) => bind(&c.host, &what, &c.username, &c.token_env, token),
+                None => tracing::warn!(
+                    host = %c.host,
+                    token_env = %c.token_env,
+                    "a git credential's variable is unset or empty: its host gets no token"
+                ),
+            }
+        }
+        if let Some(token) = env("TRAWL_GIT_TOKEN") {
+            let user = env("TRAWL_GIT_USERNAME").unwrap_or_else(|| "x-access-token".into());
+            for (i, h) in cfg.token_hosts.iter().enumerate() {
+                let what = format!("fetch.token_hosts[{i}]");
+                bind(h, &what, &user, "TRAWL_GIT_TOKEN", token.clone());
+            }
+        }
+        for var in ["GITHUB_TOKEN", "GH_TOKEN"] {
+            if let Some(token) = env(var) {
+                bind("github.com:443", var, "x-access-token", var, token);
+                break;
+            }
+        }
+        out
+    }
+
+    /// The token for a request to `asked` (the URL libgit2 is talking to, after redirects)
+    /// while syncing `repo_url`.
+    fn token_for(&self, repo_url: &str, asked: &str) -> TokenFor<'_> {
+        let Some((scheme, host, port)) = endpoint(asked) else {
+            return TokenFor::None;
+        };
+        if let Some((_, repo_host, _)) = endpoint(repo_url)
+            && repo_host != host
+        {
+            return TokenFor::Redirected {
+                from: repo_host,
+                to: host,
+            };
+        }
+        if scheme != "https" {
+            // Any port: a token for the host is withheld, and the error says why.
+            return match self.tokens.iter().find(|t| t.host == host) {
+                Some(t) => TokenFor::Insecure {
+                    host,
+                    source: &t.source,
+                },
+                None => TokenFor::None,
+            };
+        }
+        let Some(t) = self
+            .tokens
+            .iter()
+            .find(|t| t.host == host && (t.port.is_none() || t.port == port))
+        else {
+            return TokenFor::None;
+        };
+        TokenFor::Send {
+            username: &t.username,
+            token: &t.token,
+        }
+    }
+}
+
 fn callbacks<'a>(
     url: &'a str,
+    creds: &'a Credentials,
     deadline: Instant,
     timed_out: &'a std::cell::Cell<bool>,
 ) -> git2::RemoteCallbacks<'a> {
     let mut cb = git2::RemoteCallbacks::new();
     let mut attempts = 0u32;
-    cb.credentials(move |_url, username, allowed| {
+    cb.credentials(move |asked, username, allowed| {
         attempts += 1;
         if attempts > 4 {
             return Err(git2::Error::new(
                 ErrorCode::Auth,
                 ErrorClass::Http,
-                "authentication failed: the remote refused every credential in the environment",
+                "authentication failed: the remote refused every credential configured for its host",
             ));
         }
-        credential(url, username, allowed, attempts)
+        credential(url, asked, creds, username, allowed, attempts)
     });
     cb.transfer_progress(move |_| {
         if Instant::now() > deadline {
@@ -206,30 +380,57 @@ fn callbacks<'a>(
     cb
 }
 
+fn auth_error(class: ErrorClass, message: &str) -> git2::Error {
+    git2::Error::new(ErrorCode::Auth, class, message)
+}
+
+/// Answers libgit2's request for credentials by `asked` (the URL it is talking to now, which
+/// a redirect may have moved) while syncing `url`.
 fn credential(
     url: &str,
+    asked: &str,
+    creds: &Credentials,
     username: Option<&str>,
     allowed: CredentialType,
     attempt: u32,
 ) -> Result<Cred, git2::Error> {
     let env = |k: &str| std::env::var(k).ok().filter(|v| !v.is_empty());
     if allowed.contains(CredentialType::USER_PASS_PLAINTEXT) {
-        if let Some((user, pass)) = url_password(url) {
+        let token = match creds.token_for(url, asked) {
+            TokenFor::Send { username, token } => Some((username, token)),
+            TokenFor::Insecure { host, source } => {
+                tracing::warn!(%host, %source, "a git token is configured for this host, but the URL is plain http: not sending it");
+                return Err(auth_error(
+                    ErrorClass::Http,
+                    &format!(
+                        "authentication required, and the token of {source} for {host} is never sent over plain http: use an https URL"
+                    ),
+                ));
+            }
+            TokenFor::Redirected { from, to } => {
+                tracing::warn!(%from, %to, "the remote redirected to another host: no credentials sent");
+                return Err(auth_error(
+                    ErrorClass::Http,
+                    &format!(
+                        "authentication required by {to}, a redirect from {from}: credentials are never sent to another host than the repository's; use the final URL"
+                    ),
+                ));
+            }
+            TokenFor::None => None,
+        };
+        // Credentials written in the URL belong to the URL's host (a redirect was refused
+        // above); libgit2 presents them once itself, this answers a second challenge.
+        if let Some((user, pass)) = url_password(url)
+            && endpoint(url).is_some_and(|(scheme, _, _)| scheme == "https")
+        {
             return Cred::userpass_plaintext(&user, &pass);
         }
-        let token = env("TRAWL_GIT_TOKEN").or_else(|| {
-            url.contains("github.com")
-                .then(|| env("GITHUB_TOKEN").or_else(|| env("GH_TOKEN")))
-                .flatten()
-        });
-        if let Some(token) = token {
-            let user = env("TRAWL_GIT_USERNAME").unwrap_or_else(|| "x-access-token".into());
-            return Cred::userpass_plaintext(&user, &token);
+        if let Some((user, token)) = token {
+            return Cred::userpass_plaintext(user, token);
         }
-        return Err(git2::Error::new(
-            ErrorCode::Auth,
+        return Err(auth_error(
             ErrorClass::Http,
-            "authentication required: set TRAWL_GIT_TOKEN (or put a token in the repos file URL)",
+            "authentication required and no token is configured for this host: set fetch.credentials (or TRAWL_GIT_TOKEN with fetch.token_hosts) for it, over https",
         ));
     }
     if allowed.contains(CredentialType::USERNAME) {
@@ -251,8 +452,7 @@ fn credential(
             let pass = env("TRAWL_GIT_SSH_PASSPHRASE");
             return Cred::ssh_key(user, None, &key, pass.as_deref());
         }
-        return Err(git2::Error::new(
-            ErrorCode::Auth,
+        return Err(auth_error(
             ErrorClass::Ssh,
             "ssh authentication: no agent and no key (set TRAWL_GIT_SSH_KEY)",
         ));
@@ -267,8 +467,12 @@ pub fn sync(
     key: &str,
     url: &str,
     branch: Option<&str>,
+    creds: &Credentials,
     deadline: Instant,
 ) -> Result<Synced, RepoFailure> {
+    if let Some(why) = &creds.invalid {
+        return Err(RepoFailure::new(FailureReason::Config, why.clone()));
+    }
     let secret = url_password(url).map(|(_, p)| p).unwrap_or_default();
     let timed_out = std::cell::Cell::new(false);
     let git_err = |e: git2::Error| RepoFailure::from_git(&e, timed_out.get(), &secret);
@@ -280,7 +484,7 @@ pub fn sync(
         let conn = remote
             .connect_auth(
                 Direction::Fetch,
-                Some(callbacks(url, deadline, &timed_out)),
+                Some(callbacks(url, creds, deadline, &timed_out)),
                 None,
             )
             .map_err(git_err)?;
@@ -319,7 +523,7 @@ pub fn sync(
     if have != Some(advertised) || repo.find_commit(advertised).is_err() {
         let mut remote = repo.remote_anonymous(url).map_err(git_err)?;
         let mut fo = git2::FetchOptions::new();
-        fo.remote_callbacks(callbacks(url, deadline, &timed_out));
+        fo.remote_callbacks(callbacks(url, creds, deadline, &timed_out));
         fo.download_tags(git2::AutotagOption::None);
         remote
             .fetch(&[format!("+{refname}:{refname}")], Some(&mut fo), None)
@@ -367,4 +571,173 @@ pub fn resolve_commit(repo: &Repository, spec: &str) -> Result<Oid, RepoFailure>
                 ),
             )
         })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use trawl_core::config::GitCredentialConfig;
+
+    fn creds(cfg: &FetchConfig, vars: &[(&str, &str)]) -> Credentials {
+        Credentials::from_config(cfg, |k| {
+            vars.iter()
+                .find(|(name, _)| *name == k)
+                .map(|(_, v)| (*v).to_owned())
+        })
+    }
+
+    fn sends(c: &Credentials, url: &str) -> Option<String> {
+        match c.token_for(url, url) {
+            TokenFor::Send { token, .. } => Some(token.to_owned()),
+            _ => None,
+        }
+    }
+
+    #[test]
+    fn github_token_goes_to_github_com_exactly() {
+        let c = creds(&FetchConfig::default(), &[("GITHUB_TOKEN", "gh")]);
+        assert_eq!(sends(&c, "https://github.com/o/r"), Some("gh".into()));
+        assert_eq!(
+            sends(&c, "https://GitHub.COM:443/o/r.git"),
+            Some("gh".into())
+        );
+        for url in [
+            "https://evil-github.com/o/r",
+            "https://github.com.evil.io/o/r",
+            "https://user@github.com@evil.io/o/r",
+            "https://evil.io/github.com/o/r",
+            "https://evil.io/o/r?github.com",
+            "https://github.com:8443/o/r",
+            "https://api.github.com/o/r",
+            "git@github.com@evil.io:o/r",
+        ] {
+            assert_eq!(sends(&c, url), None, "{url}");
+        }
+    }
+
+    #[test]
+    fn trawl_git_token_goes_only_to_the_token_hosts() {
+        let cfg = FetchConfig::default();
+        let c = creds(&cfg, &[("TRAWL_GIT_TOKEN", "t")]);
+        assert_eq!(sends(&c, "https://github.com/o/r"), Some("t".into()));
+        assert_eq!(sends(&c, "https://127.0.0.1:8099/x/y"), None);
+        assert_eq!(sends(&c, "https://gitlab.example.com/x/y"), None);
+        let cfg = FetchConfig {
+            token_hosts: vec!["gitlab.example.com".into()],
+            ..FetchConfig::default()
+        };
+        let c = creds(&cfg, &[("TRAWL_GIT_TOKEN", "t")]);
+        assert_eq!(
+            sends(&c, "https://gitlab.example.com/x/y"),
+            Some("t".into())
+        );
+        assert_eq!(sends(&c, "https://github.com/o/r"), None);
+    }
+
+    #[test]
+    fn configured_credentials_bind_a_token_to_a_host_and_port() {
+        let cfg = FetchConfig {
+            credentials: vec![
+                GitCredentialConfig {
+                    host: "git.example.com".into(),
+                    token_env: "TOK_A".into(),
+                    username: "oauth2".into(),
+                },
+                GitCredentialConfig {
+                    host: "other.example.com:8443".into(),
+                    token_env: "TOK_B".into(),
+                    username: "x".into(),
+                },
+            ],
+            token_hosts: Vec::new(),
+            ..FetchConfig::default()
+        };
+        let c = creds(
+            &cfg,
+            &[
+                ("TOK_A", "secret-a"),
+                ("TOK_B", "b"),
+                ("TRAWL_GIT_TOKEN", "t"),
+            ],
+        );
+        assert_eq!(
+            c.token_for("https://git.example.com/g/p", "https://git.example.com/g/p"),
+            TokenFor::Send {
+                username: "oauth2",
+                token: "secret-a"
+            }
+        );
+        assert_eq!(
+            sends(&c, "https://other.example.com:8443/g/p"),
+            Some("b".into())
+        );
+        assert_eq!(sends(&c, "https://other.example.com/g/p"), None);
+        assert_eq!(
+            sends(&c, "https://github.com/o/r"),
+            None,
+            "token_hosts is empty"
+        );
+        let shown = format!("{c:?}");
+        assert!(
+            shown.contains("TOK_A") && !shown.contains("secret-a"),
+            "{shown}"
+        );
+    }
+
+    #[test]
+    fn plain_http_and_other_hosts_after_a_redirect_get_nothing() {
+        let c = creds(&FetchConfig::default(), &[("GITHUB_TOKEN", "gh")]);
+        assert_eq!(
+            c.token_for("http://github.com/o/r", "http://github.com/o/r"),
+            TokenFor::Insecure {
+                host: "github.com".into(),
+                source: "GITHUB_TOKEN"
+            }
+        );
+        assert!(matches!(
+            c.token_for("https://github.com/o/r", "https://evil.io/o/r"),
+            TokenFor::Redirected { .. }
+        ));
+        // A redirect from elsewhere to github.com does not earn github.com's token either.
+        assert!(matches!(
+            c.token_for("https://evil.io/o/r", "https://github.com/o/r"),
+            TokenFor::Redirected { .. }
+        ));
+    }
+
+    #[test]
+    fn a_configured_host_that_is_not_a_host_name_fails_every_sync() {
+        let cfg = FetchConfig {
+            token_hosts: vec!["https://github.com".into()],
+            ..FetchConfig::default()
+        };
+        let c = creds(&cfg, &[("TRAWL_GIT_TOKEN", "t")]);
+        let why = c.invalid.clone().unwrap();
+        assert!(why.contains("fetch.token_hosts[0]"), "{why}");
+        let dir = tempfile::tempdir().unwrap();
+        let e = sync(
+            dir.path(),
+            "k",
+            "https://github.com/o/r",
+            None,
+            &c,
+            Instant::now() + std::time::Duration::from_secs(5),
+        )
+        .err()
+        .unwrap();
+        assert_eq!(e.reason, FailureReason::Config);
+    }
+
+    #[test]
+    fn endpoints_of_every_url_form() {
+        assert_eq!(
+            endpoint("git@GitHub.com:o/r"),
+            Some(("ssh".into(), "github.com".into(), None))
+        );
+        assert_eq!(
+            endpoint("ssh://git@h.example:2222/o/r").map(|e| e.1),
+            Some("h.example".into())
+        );
+        assert_eq!(endpoint("/srv/git/r"), None);
+    }
 }

@@ -200,6 +200,7 @@ pub struct Fetcher {
     cfg: FetchConfig,
     store: Store,
     bus: Arc<dyn Bus>,
+    creds: Arc<git::Credentials>,
 }
 
 /// Bounded queue between the git thread and the publisher of one repository.
@@ -207,7 +208,15 @@ const EVENT_QUEUE: usize = 64;
 
 impl Fetcher {
     pub fn new(cfg: FetchConfig, store: Store, bus: Arc<dyn Bus>) -> Self {
-        Self { cfg, store, bus }
+        let creds = Arc::new(git::Credentials::from_config(&cfg, |k| {
+            std::env::var(k).ok()
+        }));
+        Self {
+            cfg,
+            store,
+            bus,
+            creds,
+        }
     }
 
     /// Runs over every repository; one repository's failure is reported, never fatal.
@@ -322,13 +331,14 @@ impl Fetcher {
         // 1. sync, and resolve the commit to diff from.
         let cache = self.cfg.cache_dir.clone();
         let deadline = Instant::now() + Duration::from_secs(self.cfg.timeout_secs);
-        let (sync_spec, since) = (spec.clone(), opts.since.clone());
+        let (sync_spec, since, creds) = (spec.clone(), opts.since.clone(), self.creds.clone());
         let (synced, old) = tokio::task::spawn_blocking(move || {
             let synced = git::sync(
                 &cache,
                 &sync_spec.id.key(),
                 &sync_spec.url,
                 sync_spec.branch.as_deref(),
+                &creds,
                 deadline,
             )?;
             let old = match since {

@@ -130,6 +130,16 @@ pub fn resolve(address: &str, base: &Path) -> Result<RepoSpec, ReposError> {
         });
     }
     let id = RepoId::parse(address).map_err(|e| ReposError::Repo(e.to_string()))?;
+    if address
+        .get(..7)
+        .is_some_and(|s| s.eq_ignore_ascii_case("http://"))
+        && crate::git::url_has_password(address)
+    {
+        return Err(ReposError::Repo(format!(
+            "{}: a password or token in a plain http URL would be sent in clear: use https",
+            redact(address)
+        )));
+    }
     // An already canonical id (`github.com/o/r`) is fetched over https.
     let url = if address.contains("://") || address.contains('@') || address.contains(':') {
         address.to_owned()
