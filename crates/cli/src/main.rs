@@ -132,6 +132,46 @@ fn init_logging(cfg: &Config) {
     }
 }
 
+/// Keys whose values are secrets wherever they appear in the configuration.
+const SECRET_KEYS: [&str; 6] = [
+    "token",
+    "api_key",
+    "key",
+    "password",
+    "secret",
+    "access_key",
+];
+
+/// `trawl config`'s view: inline secrets (query tokens, keys, passwords, and credentials
+/// written into a URL such as `https://user:token@proxy`) shown as `***`.
+fn mask_secrets(table: &mut toml::Table) {
+    fn value(key: &str, v: &mut toml::Value) {
+        match v {
+            toml::Value::String(s) if !s.is_empty() => {
+                if SECRET_KEYS.contains(&key) {
+                    trawl_core::secret::MASK.clone_into(s);
+                } else if let Ok(mut u) = url::Url::parse(s) {
+                    // `user:token@` or a bare `token@` (how GitHub tokens are often written).
+                    let masked = if u.password().is_some() {
+                        u.set_password(Some(trawl_core::secret::MASK)).is_ok()
+                    } else {
+                        !u.username().is_empty() && u.set_username(trawl_core::secret::MASK).is_ok()
+                    };
+                    if masked {
+                        *s = u.to_string();
+                    }
+                }
+            }
+            toml::Value::Table(t) => mask_secrets(t),
+            toml::Value::Array(a) => a.iter_mut().for_each(|x| value(key, x)),
+            _ => {}
+        }
+    }
+    for (k, v) in table.iter_mut() {
+        value(k, v);
+    }
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let mut overrides = cli.set.clone();
@@ -171,8 +211,9 @@ fn main() -> ExitCode {
             Command::Dlq(cmd) => dlq::run(&cfg, cmd).await,
             Command::Secrets(cmd) => Ok(secrets::run(&cfg, cmd)),
             Command::Config => {
-                let text = toml::to_string_pretty(&cfg)?;
-                print!("{text}");
+                let mut table = toml::Table::try_from(&cfg)?;
+                mask_secrets(&mut table);
+                print!("{}", toml::to_string_pretty(&table)?);
                 Ok(ExitCode::SUCCESS)
             }
         }

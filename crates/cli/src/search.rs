@@ -225,7 +225,14 @@ pub async fn serve(cfg: &Config, args: ServeArgs) -> anyhow::Result<ExitCode> {
     if tokens.open() {
         tracing::warn!("no query.tokens configured: every client sees every repository");
     }
-    let searcher = Arc::new(Searcher::open(store, cfg, None).await?);
+    let transport = trawl_query::server::Transport::new(&cfg.serve)?;
+    // A generation whose vectors this process cannot search (a Voyage space without
+    // VOYAGE_API_KEY) stops the start: a silently lexical-only service is worse than none.
+    let searcher = Arc::new(
+        Searcher::open_serving(store, cfg)
+            .await
+            .context("cannot serve the live generation")?,
+    );
     if searcher.generation().is_none() {
         tracing::warn!("no index generation yet: /healthz answers 503 until one appears");
     }
@@ -233,17 +240,21 @@ pub async fn serve(cfg: &Config, args: ServeArgs) -> anyhow::Result<ExitCode> {
     let listener = tokio::net::TcpListener::bind(&addr)
         .await
         .with_context(|| format!("cannot listen on {addr}"))?;
+    let local = listener.local_addr()?;
+    if !local.ip().is_loopback() && cfg.serve.allowed_hosts.is_empty() {
+        tracing::warn!(
+            "listening beyond loopback with serve.allowed_hosts empty: only IP addresses and localhost are accepted as Host; list the names clients use"
+        );
+    }
+    let scheme = if transport.is_tls() { "https" } else { "http" };
     eprintln!(
-        "serve: listening on http://{} (POST /v1/search, GET /healthz /metrics /openapi.json)",
-        listener.local_addr()?
+        "serve: listening on {scheme}://{local} (POST /v1/search, GET /healthz /metrics /openapi.json)"
     );
-    let app = trawl_query::server::App {
-        searcher,
-        tokens: Arc::new(tokens),
-    };
+    let app = trawl_query::server::App::new(searcher, tokens, &cfg.serve);
     trawl_query::server::serve(
         app,
         listener,
+        transport,
         Duration::from_secs(cfg.query.poll_secs.max(1)),
         async {
             crate::ops::terminated().await;

@@ -20,6 +20,7 @@ pub struct Config {
     pub embed: EmbedConfig,
     pub compact: CompactConfig,
     pub query: QueryConfig,
+    pub serve: ServeConfig,
     pub log: LogConfig,
     pub ops: OpsConfig,
 }
@@ -99,6 +100,9 @@ pub struct QueryConfig {
     pub max_k: usize,
     /// Longest query accepted, in bytes.
     pub max_query_bytes: usize,
+    /// Distinct words of a query the lexical arm searches; the rest are dropped with a note
+    /// (each word is one clause per text field, so a pasted page would build thousands).
+    pub max_query_terms: usize,
     /// Voyage reranker applied to the fused top `rerank_top` (`rerank-2.5`, `rerank-2.5-lite`);
     /// empty = no reranking. Needs `VOYAGE_API_KEY`.
     pub rerank_model: String,
@@ -135,6 +139,7 @@ impl Default for QueryConfig {
             ef_search: 128,
             max_k: 100,
             max_query_bytes: 8192,
+            max_query_terms: 64,
             rerank_model: String::new(),
             rerank_top: 50,
             tokens: Vec::new(),
@@ -148,14 +153,61 @@ impl Default for QueryConfig {
 pub struct TokenConfig {
     /// A name for logs and metrics (the token itself is never logged).
     pub name: String,
-    /// The token, inline (tests, laptops).
-    #[serde(default, skip_serializing_if = "String::is_empty")]
-    pub token: String,
+    /// The token, inline (tests, laptops). Never printed: `Debug` and `trawl config` show `***`.
+    #[serde(default, skip_serializing_if = "crate::secret::Secret::is_empty")]
+    pub token: crate::secret::Secret,
     /// An environment variable holding the token (a Kubernetes Secret mounted as env).
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub token_env: String,
     /// Repository patterns this token may see: `github.com/acme/*`, `*` for all.
     pub repos: Vec<String>,
+}
+
+/// `trawl serve`'s defences: timeouts, limits, the names it answers to, TLS.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ServeConfig {
+    /// Host names (`Host` header, without the port) the server answers to, besides IP
+    /// addresses and `localhost`; anything else is refused with 421, so a web page cannot
+    /// reach the server through a DNS name that resolves to it (DNS rebinding). `"*"` turns
+    /// the check off (behind a proxy that already checks).
+    pub allowed_hosts: Vec<String>,
+    /// PEM certificate chain: with `tls_key`, the server speaks only HTTPS (rustls).
+    pub tls_cert: PathBuf,
+    /// PEM private key of `tls_cert`.
+    pub tls_key: PathBuf,
+    /// Seconds a connection may take to send a request's headers (and the TLS handshake)
+    /// before it is closed.
+    pub header_timeout_secs: u64,
+    /// Seconds a request body may take to arrive (408 after).
+    pub body_timeout_secs: u64,
+    /// Seconds a whole request may take, body and search included (503 after).
+    pub request_timeout_secs: u64,
+    /// Connections open at once; more wait in the listen backlog.
+    pub max_connections: usize,
+    /// Searches run at once; more wait up to `queue_ms`, then get 503 with `Retry-After`.
+    pub max_concurrent_searches: usize,
+    /// Milliseconds a search waits for a free slot before 503.
+    pub queue_ms: u64,
+    /// Largest request body, in bytes (413 over it).
+    pub max_body_bytes: usize,
+}
+
+impl Default for ServeConfig {
+    fn default() -> Self {
+        Self {
+            allowed_hosts: Vec::new(),
+            tls_cert: PathBuf::new(),
+            tls_key: PathBuf::new(),
+            header_timeout_secs: 10,
+            body_timeout_secs: 10,
+            request_timeout_secs: 30,
+            max_connections: 512,
+            max_concurrent_searches: 16,
+            queue_ms: 500,
+            max_body_bytes: 64 * 1024,
+        }
+    }
 }
 
 /// The compactor: shards, merges, generations kept.

@@ -20,6 +20,7 @@ pub mod language;
 pub mod records;
 #[cfg(feature = "s3-testing")]
 pub mod s3_testing;
+pub mod secret;
 pub mod shutdown;
 pub mod store;
 

@@ -76,7 +76,7 @@ pub fn from_config(
             }
             Arc::new(voyage::VoyageEmbedder::new(voyage::VoyageConfig {
                 base_url: cfg.base_url.clone(),
-                api_key: key,
+                api_key: key.into(),
                 model: cfg.model.clone(),
                 dims: cfg.dims,
                 dtype: cfg.dtype.parse()?,

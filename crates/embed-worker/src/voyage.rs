@@ -28,6 +28,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use governor::{DefaultDirectRateLimiter, Quota, RateLimiter};
 use serde::Deserialize;
+use trawl_core::secret::Secret;
 
 use crate::embedder::{
     Counters, Dtype, EmbedError, Embedded, Embedder, InputType, Limits, Space, Vector,
@@ -39,7 +40,8 @@ use crate::embedder::{
 pub struct VoyageConfig {
     /// API root, e.g. `https://api.voyageai.com/v1`.
     pub base_url: String,
-    pub api_key: String,
+    /// Never printed (`Debug` shows `***`).
+    pub api_key: Secret,
     pub model: String,
     pub dims: u32,
     pub dtype: Dtype,
@@ -58,7 +60,7 @@ impl VoyageConfig {
     pub fn new(base_url: &str, api_key: &str) -> Self {
         Self {
             base_url: base_url.to_owned(),
-            api_key: api_key.to_owned(),
+            api_key: Secret::new(api_key),
             model: "voyage-code-3".into(),
             dims: 1024,
             dtype: Dtype::Float,
@@ -103,7 +105,7 @@ fn quota(per_minute: u64, burst: u64) -> Quota {
 
 impl VoyageEmbedder {
     pub fn new(cfg: VoyageConfig) -> Result<Self, EmbedError> {
-        if cfg.api_key.trim().is_empty() {
+        if cfg.api_key.expose().trim().is_empty() {
             return Err(EmbedError::Auth(
                 "no Voyage API key: set VOYAGE_API_KEY, or use --embedder local".into(),
             ));
@@ -323,7 +325,7 @@ impl Embedder for VoyageEmbedder {
             let sent = self
                 .http
                 .post(&self.url)
-                .bearer_auth(&self.cfg.api_key)
+                .bearer_auth(self.cfg.api_key.expose())
                 .json(&body)
                 .send()
                 .await;
@@ -500,6 +502,14 @@ mod tests {
         let mut cfg = VoyageConfig::new(&fake.base_url(), "k");
         cfg.dims = 300;
         assert!(VoyageEmbedder::new(cfg).is_err());
+    }
+
+    #[test]
+    fn debug_of_the_config_hides_the_key() {
+        let cfg = VoyageConfig::new("https://api.voyageai.com/v1", "pa-secret-key-0123456789");
+        let shown = format!("{cfg:?}");
+        assert!(!shown.contains("pa-secret-key"), "{shown}");
+        assert!(shown.contains("***"), "{shown}");
     }
 
     #[tokio::test]

@@ -3,6 +3,7 @@
 
 use globset::{Glob, GlobBuilder, GlobSet, GlobSetBuilder};
 use trawl_core::config::TokenConfig;
+use trawl_core::secret::Secret;
 
 use crate::QueryError;
 
@@ -58,9 +59,17 @@ impl Access {
 }
 
 /// The configured tokens, resolved (inline or from the environment).
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Default)]
 pub struct Tokens {
-    entries: Vec<(String, Access)>,
+    entries: Vec<(Secret, Access)>,
+}
+
+impl std::fmt::Debug for Tokens {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_list()
+            .entries(self.entries.iter().map(|(_, a)| &a.name))
+            .finish()
+    }
 }
 
 impl Tokens {
@@ -70,7 +79,7 @@ impl Tokens {
         let mut entries = Vec::new();
         for t in tokens {
             let secret = match (t.token.is_empty(), t.token_env.is_empty()) {
-                (false, true) => t.token.clone(),
+                (false, true) => t.token.expose().to_owned(),
                 (true, false) => std::env::var(&t.token_env).map_err(|_| {
                     QueryError::BadRequest(format!(
                         "query token {:?}: environment variable {} is not set",
@@ -96,7 +105,7 @@ impl Tokens {
                     t.name
                 )));
             }
-            entries.push((secret, Access::repos(&t.name, &t.repos)?));
+            entries.push((Secret::new(secret), Access::repos(&t.name, &t.repos)?));
         }
         Ok(Self { entries })
     }
@@ -118,7 +127,7 @@ impl Tokens {
         };
         let mut found = None;
         for (secret, access) in &self.entries {
-            if constant_time_eq(secret.as_bytes(), given.as_bytes()) && found.is_none() {
+            if constant_time_eq(secret.expose().as_bytes(), given.as_bytes()) && found.is_none() {
                 found = Some(access.clone());
             }
         }
@@ -163,5 +172,8 @@ mod tests {
         let a = tokens.check(Some("a-long-enough-secret")).unwrap();
         assert!(a.allows("x/y") && !a.allows("z/y"));
         assert!(Tokens::default().check(None).unwrap().allows("z/y"));
+        // Neither the config nor the resolved tokens show the secret.
+        let shown = format!("{:?} {tokens:?}", t("a-long-enough-secret", &["x/*"]));
+        assert!(!shown.contains("a-long-enough-secret"), "{shown}");
     }
 }

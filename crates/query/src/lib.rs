@@ -57,6 +57,14 @@ pub enum QueryError {
     /// The query could not be embedded.
     #[error("embedding the query: {0}")]
     Embed(#[from] trawl_embed_worker::EmbedError),
+    /// The index's vectors cannot be searched by this process (a key or a model is missing).
+    #[error(
+        "the index's vector space {space} cannot be searched here: {reason}; refusing to serve it lexical-only"
+    )]
+    Unembeddable { space: String, reason: String },
+    /// The service's configuration is wrong: the message says which key.
+    #[error("{0}")]
+    Config(String),
     /// Reading the index or the cache failed.
     #[error("{0}")]
     Index(String),

@@ -4,6 +4,8 @@
 
 use std::time::Duration;
 
+use trawl_core::secret::Secret;
+
 use crate::QueryError;
 
 /// A configured reranker.
@@ -11,7 +13,8 @@ use crate::QueryError;
 pub struct Reranker {
     client: reqwest::Client,
     base_url: String,
-    api_key: String,
+    /// Never printed (`Debug` shows `***`).
+    api_key: Secret,
     pub model: String,
     pub top: usize,
 }
@@ -39,7 +42,7 @@ impl Reranker {
         Ok(Self {
             client,
             base_url: base_url.trim_end_matches('/').to_owned(),
-            api_key: api_key.to_owned(),
+            api_key: Secret::new(api_key),
             model: model.to_owned(),
             top: top.clamp(1, MAX_DOCUMENTS),
         })
@@ -80,7 +83,7 @@ impl Reranker {
             let r = self
                 .client
                 .post(format!("{}/rerank", self.base_url))
-                .bearer_auth(&self.api_key)
+                .bearer_auth(self.api_key.expose())
                 .json(&body)
                 .send()
                 .await;
@@ -98,9 +101,11 @@ impl Reranker {
             }
             let text = resp.text().await.unwrap_or_default();
             if !status.is_success() {
-                return Err(QueryError::Index(format!(
-                    "reranker: HTTP {status}: {text}"
-                )));
+                // The body may echo the request or name the account: the log has it, the
+                // error (which can reach a client) only the status.
+                let body: String = text.chars().take(2000).collect();
+                tracing::warn!(status = status.as_u16(), body = %body, "the reranker refused the request");
+                return Err(QueryError::Index(format!("reranker: HTTP {status}")));
             }
             let v: serde_json::Value = serde_json::from_str(&text)
                 .map_err(|e| QueryError::Index(format!("reranker answer: {e}")))?;

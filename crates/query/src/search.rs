@@ -106,6 +106,23 @@ impl SegFilter {
         self.repo_ok.iter().all(|&b| b) && !self.filter.restricts_docs() && self.seg.all_alive
     }
 
+    /// The caller's token hides a repository of this segment: its lexical scores must then
+    /// come from the statistics of the docs it may see (see [`VisibleStats`]).
+    fn hides_repos(&self) -> bool {
+        self.seg.repos.iter().any(|r| !self.filter.access.allows(r))
+    }
+
+    /// Whether the caller may see this (live) doc at all, whatever the request filters.
+    fn visible(&self, ord: u64) -> bool {
+        let o = ord as usize;
+        o < self.seg.docs.len()
+            && self.seg.alive[o]
+            && self
+                .filter
+                .access
+                .allows(&self.seg.repos[self.seg.repo_of[o] as usize])
+    }
+
     /// No doc of this segment can pass.
     fn passes_none(&self) -> bool {
         !self.repo_ok.iter().any(|&b| b)
@@ -169,11 +186,21 @@ pub fn candidates(
     let filter = Arc::new(filter);
     let schema = generation.segments.first().map(|s| s.text.schema());
     let text_query = match (&schema, run_lexical) {
-        (Some(schema), true) => Some(trawl_compactor::segment::text_query(
-            schema,
-            &rank::lexical_text(&req.query, intent),
-            params.phrase_weight,
-        )?),
+        (Some(schema), true) => {
+            let text = rank::lexical_text(&req.query, intent);
+            let (text, dropped) = cap_terms(&text, params.max_query_terms);
+            if dropped > 0 {
+                notes.push(format!(
+                    "the query has more than {} distinct words (query.max_query_terms): the last {dropped} words were left out of the lexical search",
+                    params.max_query_terms
+                ));
+            }
+            Some(trawl_compactor::segment::text_query(
+                schema,
+                &text,
+                params.phrase_weight,
+            )?)
+        }
         _ => None,
     };
     let dims = generation.manifest.space.as_ref().map_or(1, |s| s.dims);
@@ -300,6 +327,23 @@ pub fn candidates(
     Ok(Ranked { candidates, notes })
 }
 
+/// The leading words of `text` that hold at most `max` distinct index terms, and how many
+/// words were left out. Each term is a clause per text field (and more for its inflections),
+/// so this bounds the lexical query a request can build.
+fn cap_terms(text: &str, max: usize) -> (std::borrow::Cow<'_, str>, usize) {
+    let words: Vec<&str> = text.split_whitespace().collect();
+    let mut seen = std::collections::HashSet::new();
+    for (i, w) in words.iter().enumerate() {
+        let terms = trawl_compactor::analyzer::terms(w);
+        let new = terms.iter().filter(|t| !seen.contains(*t)).count();
+        if seen.len() + new > max.max(1) {
+            return (words[..i].join(" ").into(), words.len() - i);
+        }
+        seen.extend(terms);
+    }
+    (text.into(), 0)
+}
+
 /// Added to the fused score of an exact symbol match: more than any fusion can give.
 pub const EXACT_SYMBOL: f64 = 1.0;
 /// Added to the definitions of a qualified query's member name when the owner differs.
@@ -361,14 +405,91 @@ fn lexical_arm(
     let hits = if f.passes_all() {
         searcher.search(q, &top).map_err(tv)?
     } else {
-        let f = f.clone();
-        let collector = FilterCollector::new("ord".into(), move |ord: u64| f.ok(ord), top);
-        searcher.search(q, &collector).map_err(tv)?
+        let f2 = f.clone();
+        let collector = FilterCollector::new("ord".into(), move |ord: u64| f2.ok(ord), top);
+        if f.hides_repos() {
+            let stats = VisibleStats::new(&searcher, f).map_err(tv)?;
+            searcher
+                .search_with_statistics_provider(q, &collector, &stats)
+                .map_err(tv)?
+        } else {
+            searcher.search(q, &collector).map_err(tv)?
+        }
     };
     Ok(trawl_compactor::segment::ords(&searcher, hits)?
         .into_iter()
         .map(|(ord, score)| (si, ord as u32, f64::from(score)))
         .collect())
+}
+
+/// BM25 statistics of the docs a caller may see. The index's own count every doc, so the
+/// score a token gets would depend on how often a word occurs in repositories it cannot see
+/// (a probe could learn that a hidden repository says `AKIA…`); with these, a restricted
+/// token's scores are exactly those of an index holding only its repositories. Costs one
+/// pass over the segment's ord column and each query term's postings, per search of a
+/// restricted token.
+struct VisibleStats<'a> {
+    searcher: &'a tantivy::Searcher,
+    /// Per tantivy segment, per doc id: visible to the caller.
+    visible: Vec<Vec<bool>>,
+}
+
+impl<'a> VisibleStats<'a> {
+    fn new(searcher: &'a tantivy::Searcher, f: &SegFilter) -> tantivy::Result<Self> {
+        let mut visible = Vec::new();
+        for reader in searcher.segment_readers() {
+            let ords = reader.fast_fields().u64("ord")?;
+            visible.push(
+                (0..reader.max_doc())
+                    .map(|d| !reader.is_deleted(d) && ords.first(d).is_some_and(|o| f.visible(o)))
+                    .collect(),
+            );
+        }
+        Ok(Self { searcher, visible })
+    }
+}
+
+impl tantivy::query::Bm25StatisticsProvider for VisibleStats<'_> {
+    fn total_num_tokens(&self, field: tantivy::schema::Field) -> tantivy::Result<u64> {
+        let mut total = 0u64;
+        for (reader, visible) in self.searcher.segment_readers().iter().zip(&self.visible) {
+            let norms = reader.get_fieldnorms_reader(field)?;
+            total += visible
+                .iter()
+                .enumerate()
+                .filter(|(_, v)| **v)
+                .map(|(d, _)| u64::from(norms.fieldnorm(d as u32)))
+                .sum::<u64>();
+        }
+        Ok(total)
+    }
+
+    fn total_num_docs(&self) -> tantivy::Result<u64> {
+        Ok(self
+            .visible
+            .iter()
+            .map(|v| v.iter().filter(|b| **b).count() as u64)
+            .sum())
+    }
+
+    fn doc_freq(&self, term: &tantivy::Term) -> tantivy::Result<u64> {
+        use tantivy::DocSet;
+        let mut n = 0u64;
+        for (reader, visible) in self.searcher.segment_readers().iter().zip(&self.visible) {
+            let index = reader.inverted_index(term.field())?;
+            let Some(mut postings) =
+                index.read_postings(term, tantivy::schema::IndexRecordOption::Basic)?
+            else {
+                continue;
+            };
+            let mut d = postings.doc();
+            while d != tantivy::TERMINATED {
+                n += u64::from(visible[d as usize]);
+                d = postings.advance();
+            }
+        }
+        Ok(n)
+    }
 }
 
 /// Longest text of a context chunk; longer ones are cut at a line end.
@@ -525,5 +646,26 @@ fn expand_one(generation: &Generation, d: &DocRow, h: &mut Hit, access: &Access)
         if is_definition(&callee.kind) {
             add("callee", callee, h);
         }
+    }
+}
+
+#[cfg(test)]
+mod cap_tests {
+    use super::*;
+
+    #[test]
+    fn a_long_query_is_cut_to_the_term_limit() {
+        let long = (0..5000)
+            .map(|i| format!("word{i}"))
+            .collect::<Vec<_>>()
+            .join(" ");
+        let (text, dropped) = cap_terms(&long, 64);
+        let terms: std::collections::HashSet<String> = trawl_compactor::analyzer::terms(&text)
+            .into_iter()
+            .collect();
+        assert!(terms.len() <= 64, "{}", terms.len());
+        assert!(dropped > 4000, "{dropped}");
+        let (same, none) = cap_terms("parse the config file", 64);
+        assert_eq!((same.as_ref(), none), ("parse the config file", 0));
     }
 }

@@ -8,14 +8,27 @@
 //! With tokens configured every search needs `Authorization: Bearer <token>`, and sees only
 //! the repositories its token allows: filtering happens inside the search, a hidden repository
 //! answers exactly like one that does not exist, and nothing the service exposes counts docs.
+//!
+//! Every bound is written down (`[serve]`): a connection must send its headers (and finish
+//! its TLS handshake) within `header_timeout_secs`, its body within `body_timeout_secs`, and
+//! the whole request is cut at `request_timeout_secs`; at most `max_connections` are open and
+//! `max_concurrent_searches` search, the next ones wait `queue_ms` and then get 503 with
+//! `Retry-After` rather than a queue without end. A web page must not be able to drive a
+//! server on a laptop: a POST needs `Content-Type: application/json` (a cross-origin page can
+//! only send that after a CORS preflight, which this server never grants), and the `Host`
+//! must be an IP address, `localhost` or a name of `serve.allowed_hosts` (a DNS-rebinding page
+//! sends its own name).
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
+use std::time::Duration;
 
 use axum::extract::{Request, State};
-use axum::http::{HeaderMap, StatusCode, header};
+use axum::http::{HeaderMap, Method, StatusCode, header};
+use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
+use trawl_core::config::ServeConfig;
 
 use crate::QueryError;
 use crate::access::Tokens;
@@ -27,16 +40,170 @@ use crate::service::Searcher;
 pub struct App {
     pub searcher: Arc<Searcher>,
     pub tokens: Arc<Tokens>,
+    pub guard: Arc<Guard>,
+}
+
+impl App {
+    /// The service of `searcher` for `tokens`, bounded as `serve` says.
+    pub fn new(searcher: Arc<Searcher>, tokens: Tokens, serve: &ServeConfig) -> Self {
+        Self {
+            searcher,
+            tokens: Arc::new(tokens),
+            guard: Arc::new(Guard::new(serve)),
+        }
+    }
+}
+
+/// The per-request defences: the names served, the search slots, the timeouts.
+#[derive(Debug)]
+pub struct Guard {
+    hosts: Hosts,
+    searches: Arc<tokio::sync::Semaphore>,
+    queue: Duration,
+    body_timeout: Duration,
+    request_timeout: Duration,
+    max_body_bytes: usize,
+}
+
+/// Seconds a client is told to wait (`Retry-After`) when every search slot is taken.
+pub const RETRY_AFTER_SECS: u64 = 1;
+
+impl Guard {
+    pub fn new(cfg: &ServeConfig) -> Self {
+        Self {
+            hosts: Hosts::new(&cfg.allowed_hosts),
+            searches: Arc::new(tokio::sync::Semaphore::new(
+                cfg.max_concurrent_searches.max(1),
+            )),
+            queue: Duration::from_millis(cfg.queue_ms),
+            body_timeout: Duration::from_secs(cfg.body_timeout_secs.max(1)),
+            request_timeout: Duration::from_secs(cfg.request_timeout_secs.max(1)),
+            max_body_bytes: cfg.max_body_bytes.max(1024),
+        }
+    }
+}
+
+/// The `Host` names a server answers to.
+#[derive(Debug)]
+struct Hosts {
+    /// `None`: any (`"*"` configured).
+    names: Option<Vec<String>>,
+}
+
+impl Hosts {
+    fn new(allowed: &[String]) -> Self {
+        let names: Vec<String> = allowed.iter().map(|h| normalize_host(h)).collect();
+        Self {
+            names: (!names.iter().any(|n| n == "*")).then_some(names),
+        }
+    }
+
+    /// Whether `host` (a `Host` header value, port included or not) is served. An IP
+    /// address always is: a DNS-rebinding page reaches the server through a name of its own.
+    fn allows(&self, host: &str) -> bool {
+        let Some(names) = &self.names else {
+            return true;
+        };
+        let h = normalize_host(host);
+        h == "localhost"
+            || h.parse::<std::net::Ipv4Addr>().is_ok()
+            || h.strip_prefix('[')
+                .and_then(|r| r.strip_suffix(']'))
+                .is_some_and(|v6| v6.parse::<std::net::Ipv6Addr>().is_ok())
+            || names.contains(&h)
+    }
+}
+
+/// A host name without its port, lowercase, without a trailing dot.
+fn normalize_host(host: &str) -> String {
+    let h = host.trim();
+    let h = if h.starts_with('[') {
+        h.split_inclusive(']').next().unwrap_or(h)
+    } else {
+        match h.rsplit_once(':') {
+            Some((name, port)) if port.bytes().all(|b| b.is_ascii_digit()) => name,
+            _ => h,
+        }
+    };
+    h.trim_end_matches('.').to_ascii_lowercase()
 }
 
 /// The router of the service.
 pub fn router(app: App) -> axum::Router {
+    let guard = app.guard.clone();
     axum::Router::new()
         .route("/v1/search", post(search))
         .route("/healthz", get(healthz))
         .route("/metrics", get(metrics))
         .route("/openapi.json", get(openapi))
+        .layer(axum::middleware::from_fn_with_state(
+            (guard, app.searcher.clone()),
+            defend,
+        ))
         .with_state(app)
+}
+
+/// Host and content type checked, then the request run within its time.
+async fn defend(
+    State((guard, searcher)): State<(Arc<Guard>, Arc<Searcher>)>,
+    req: Request,
+    next: Next,
+) -> Response {
+    let m = &searcher.metrics;
+    let host = req
+        .headers()
+        .get(header::HOST)
+        .and_then(|h| h.to_str().ok())
+        .map(str::to_owned)
+        .or_else(|| req.uri().authority().map(ToString::to_string));
+    if let Some(host) = host
+        && !guard.hosts.allows(&host)
+    {
+        m.refused.fetch_add(1, Ordering::Relaxed);
+        return error(
+            StatusCode::MISDIRECTED_REQUEST,
+            &format!(
+                "host {:?} is not served here: add it to serve.allowed_hosts (IP addresses and localhost are always served)",
+                normalize_host(&host)
+            ),
+        );
+    }
+    if req.method() == Method::POST && !is_json(req.headers()) {
+        m.refused.fetch_add(1, Ordering::Relaxed);
+        return error(
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            "send the request with `Content-Type: application/json`",
+        );
+    }
+    match tokio::time::timeout(guard.request_timeout, next.run(req)).await {
+        Ok(r) => r,
+        Err(_) => {
+            m.timeouts.fetch_add(1, Ordering::Relaxed);
+            busy(&format!(
+                "the request took over {} s (serve.request_timeout_secs): try again, or narrow the query",
+                guard.request_timeout.as_secs()
+            ))
+        }
+    }
+}
+
+/// Whether the body is declared JSON (`application/json`, parameters allowed).
+fn is_json(headers: &HeaderMap) -> bool {
+    headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.split(';').next())
+        .is_some_and(|essence| essence.trim().eq_ignore_ascii_case("application/json"))
+}
+
+/// 503 with `Retry-After`.
+fn busy(message: &str) -> Response {
+    let mut r = error(StatusCode::SERVICE_UNAVAILABLE, message);
+    r.headers_mut().insert(
+        header::RETRY_AFTER,
+        header::HeaderValue::from(RETRY_AFTER_SECS),
+    );
+    r
 }
 
 fn error(status: StatusCode, message: &str) -> Response {
@@ -80,19 +247,37 @@ async fn search(State(app): State<App>, req: Request) -> Response {
             return e.into_response();
         }
     };
-    // The body is kept up to a bound derived from the query limit. Past it, the rest is read
-    // and thrown away (up to DISCARD_BYTES) so that the client, still sending, gets the 413
-    // instead of a broken pipe; a larger body is cut off.
-    let limit = app.searcher.max_query_bytes * 2 + 64 * 1024;
-    let Some(body) = read_bounded(req.into_body(), limit).await else {
-        m.bad_requests.fetch_add(1, Ordering::Relaxed);
-        return error(
-            StatusCode::PAYLOAD_TOO_LARGE,
-            &format!(
-                "the request body is over {limit} bytes; queries are limited to {} bytes",
-                app.searcher.max_query_bytes
-            ),
-        );
+    // The body is kept up to `serve.max_body_bytes`. Past it, the rest is read and thrown
+    // away (up to DISCARD_BYTES) so that the client, still sending, gets the 413 instead of a
+    // broken pipe; a larger body is cut off.
+    let limit = app.guard.max_body_bytes;
+    let body = match tokio::time::timeout(
+        app.guard.body_timeout,
+        read_bounded(req.into_body(), limit),
+    )
+    .await
+    {
+        Ok(Some(body)) => body,
+        Ok(None) => {
+            m.bad_requests.fetch_add(1, Ordering::Relaxed);
+            return error(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                &format!(
+                    "the request body is over {limit} bytes (serve.max_body_bytes); queries are limited to {} bytes",
+                    app.searcher.max_query_bytes
+                ),
+            );
+        }
+        Err(_) => {
+            m.timeouts.fetch_add(1, Ordering::Relaxed);
+            return error(
+                StatusCode::REQUEST_TIMEOUT,
+                &format!(
+                    "the request body did not arrive within {} s (serve.body_timeout_secs)",
+                    app.guard.body_timeout.as_secs()
+                ),
+            );
+        }
     };
     let request: SearchRequest = match serde_json::from_slice(&body) {
         Ok(r) => r,
@@ -105,6 +290,15 @@ async fn search(State(app): State<App>, req: Request) -> Response {
                 ),
             );
         }
+    };
+    // A slot to search in: waiting is bounded, past it the client is told to come back.
+    let Ok(Ok(_slot)) =
+        tokio::time::timeout(app.guard.queue, app.guard.searches.clone().acquire_owned()).await
+    else {
+        m.saturated.fetch_add(1, Ordering::Relaxed);
+        return busy(
+            "every search slot is taken (serve.max_concurrent_searches): retry after the Retry-After seconds",
+        );
     };
     match app.searcher.search(&request, access).await {
         Ok(r) => axum::Json(r).into_response(),
@@ -185,6 +379,21 @@ async fn metrics(State(app): State<App>) -> Response {
             "trawl_query_generation_swaps_total",
             "Index generations loaded.",
             &m.generation_swaps,
+        ),
+        (
+            "trawl_query_refused_total",
+            "Requests refused for their Host or Content-Type (DNS rebinding, cross-site posts).",
+            &m.refused,
+        ),
+        (
+            "trawl_query_saturated_total",
+            "Searches answered 503 because every search slot was taken.",
+            &m.saturated,
+        ),
+        (
+            "trawl_query_timeouts_total",
+            "Requests cut by the body or the whole-request timeout.",
+            &m.timeouts,
         ),
         (
             "trawl_query_rerank_failures_total",
@@ -297,8 +506,11 @@ pub fn openapi_document() -> serde_json::Value {
                     "200": {"description": "Ranked results", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/SearchResponse"}}}},
                     "400": {"description": "Malformed request or a value out of range", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}},
                     "401": {"description": "Missing or unknown bearer token", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}},
+                    "408": {"description": "The body did not arrive in time", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}},
                     "413": {"description": "Request body too large", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}},
-                    "503": {"description": "No index generation loaded yet", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}}
+                    "415": {"description": "Content-Type is not application/json", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}},
+                    "421": {"description": "The Host is not one this server answers to", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}},
+                    "503": {"description": "No index generation loaded yet, every search slot taken (with Retry-After), or the request took too long", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}}
                 }
             }},
             "/healthz": {"get": {"summary": "Readiness: a generation is loaded", "security": [], "responses": {"200": {"description": "Serving"}, "503": {"description": "No generation yet"}}}},
@@ -308,17 +520,214 @@ pub fn openapi_document() -> serde_json::Value {
     })
 }
 
-/// Serves until `shutdown` resolves; polls `CURRENT` every `poll`.
+/// How connections are accepted: TLS or not, their number, the time to send headers.
+#[derive(Clone)]
+pub struct Transport {
+    tls: Option<tokio_rustls::TlsAcceptor>,
+    max_connections: usize,
+    header_timeout: Duration,
+}
+
+impl std::fmt::Debug for Transport {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Transport")
+            .field("tls", &self.tls.is_some())
+            .field("max_connections", &self.max_connections)
+            .field("header_timeout", &self.header_timeout)
+            .finish()
+    }
+}
+
+impl Transport {
+    /// The transport `serve` configures: HTTPS when `tls_cert` and `tls_key` are set.
+    pub fn new(cfg: &ServeConfig) -> Result<Self, QueryError> {
+        let tls = match (
+            cfg.tls_cert.as_os_str().is_empty(),
+            cfg.tls_key.as_os_str().is_empty(),
+        ) {
+            (true, true) => None,
+            (false, false) => Some(tls_acceptor(&cfg.tls_cert, &cfg.tls_key)?),
+            _ => {
+                return Err(QueryError::Config(
+                    "set both serve.tls_cert and serve.tls_key (PEM files), or neither".into(),
+                ));
+            }
+        };
+        Ok(Self {
+            tls,
+            max_connections: cfg.max_connections.max(1),
+            header_timeout: Duration::from_secs(cfg.header_timeout_secs.max(1)),
+        })
+    }
+
+    /// Whether connections are TLS.
+    pub fn is_tls(&self) -> bool {
+        self.tls.is_some()
+    }
+}
+
+/// A rustls acceptor of the PEM certificate chain and key (HTTP/1.1 by ALPN).
+fn tls_acceptor(
+    cert: &std::path::Path,
+    key: &std::path::Path,
+) -> Result<tokio_rustls::TlsAcceptor, QueryError> {
+    use rustls::pki_types::pem::PemObject;
+    use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+    let bad = |what: &str, path: &std::path::Path, e: &dyn std::fmt::Display| {
+        QueryError::Config(format!(
+            "serve.{what} {}: {e}: give a PEM file",
+            path.display()
+        ))
+    };
+    let chain: Vec<CertificateDer<'static>> = CertificateDer::pem_file_iter(cert)
+        .map_err(|e| bad("tls_cert", cert, &e))?
+        .collect::<Result<_, _>>()
+        .map_err(|e| bad("tls_cert", cert, &e))?;
+    if chain.is_empty() {
+        return Err(bad("tls_cert", cert, &"no certificate in it"));
+    }
+    let key = PrivateKeyDer::from_pem_file(key).map_err(|e| bad("tls_key", key, &e))?;
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let mut config = rustls::ServerConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .map_err(|e| QueryError::Config(format!("TLS: {e}")))?
+        .with_no_client_auth()
+        .with_single_cert(chain, key)
+        .map_err(|e| {
+            QueryError::Config(format!(
+                "serve.tls_cert and serve.tls_key do not make a usable pair: {e}"
+            ))
+        })?;
+    config.alpn_protocols = vec![b"http/1.1".to_vec()];
+    Ok(tokio_rustls::TlsAcceptor::from(Arc::new(config)))
+}
+
+/// Serves until `shutdown` resolves; polls `CURRENT` every `poll`. Connections in flight get
+/// up to 10 s to finish after it.
 pub async fn serve(
     app: App,
     listener: tokio::net::TcpListener,
-    poll: std::time::Duration,
+    transport: Transport,
+    poll: Duration,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
+    use hyper_util::rt::{TokioIo, TokioTimer};
+    use hyper_util::service::TowerToHyperService;
+
     let poller = tokio::spawn(app.searcher.clone().poll(poll));
-    let r = axum::serve(listener, router(app))
-        .with_graceful_shutdown(shutdown)
-        .await;
+    let service = TowerToHyperService::new(router(app));
+    let mut http = hyper::server::conn::http1::Builder::new();
+    http.timer(TokioTimer::new())
+        .header_read_timeout(transport.header_timeout);
+    let graceful = hyper_util::server::graceful::GracefulShutdown::new();
+    let slots = Arc::new(tokio::sync::Semaphore::new(transport.max_connections));
+    tokio::pin!(shutdown);
+    loop {
+        // A connection slot first: past `max_connections`, clients wait in the backlog.
+        let slot = tokio::select! {
+            () = &mut shutdown => break,
+            s = slots.clone().acquire_owned() => s.expect("the semaphore is never closed"),
+        };
+        let (tcp, peer) = tokio::select! {
+            () = &mut shutdown => break,
+            r = listener.accept() => match r {
+                Ok(c) => c,
+                Err(e) => {
+                    // Out of file descriptors and the like: wait instead of spinning.
+                    tracing::warn!(error = %e, "accept failed");
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                    continue;
+                }
+            },
+        };
+        let service = service.clone();
+        let http = http.clone();
+        let watcher = graceful.watcher();
+        let tls = transport.tls.clone();
+        let handshake = transport.header_timeout;
+        tokio::spawn(async move {
+            let _slot = slot;
+            let r = match tls {
+                None => {
+                    let conn = http.serve_connection(TokioIo::new(tcp), service);
+                    watcher.watch(conn).await
+                }
+                Some(acceptor) => {
+                    let stream = match tokio::time::timeout(handshake, acceptor.accept(tcp)).await {
+                        Ok(Ok(s)) => s,
+                        Ok(Err(e)) => {
+                            tracing::debug!(%peer, error = %e, "TLS handshake failed");
+                            return;
+                        }
+                        Err(_) => {
+                            tracing::debug!(%peer, "TLS handshake timed out");
+                            return;
+                        }
+                    };
+                    let conn = http.serve_connection(TokioIo::new(stream), service);
+                    watcher.watch(conn).await
+                }
+            };
+            if let Err(e) = r {
+                tracing::debug!(%peer, error = %e, "connection ended with an error");
+            }
+        });
+    }
+    drop(listener);
+    if tokio::time::timeout(Duration::from_secs(10), graceful.shutdown())
+        .await
+        .is_err()
+    {
+        tracing::warn!("connections still open 10 s after the stop signal: closing them");
+    }
     poller.abort();
-    r
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hosts_are_ip_addresses_localhost_or_configured_names() {
+        let h = Hosts::new(&[]);
+        for ok in [
+            "localhost",
+            "localhost:7700",
+            "LOCALHOST.",
+            "127.0.0.1:7700",
+            "[::1]:7700",
+            "[::1]",
+            "10.1.2.3",
+        ] {
+            assert!(h.allows(ok), "{ok}");
+        }
+        for no in [
+            "evil.example",
+            "evil.example:7700",
+            "127.0.0.1.nip.io",
+            "[evil]",
+        ] {
+            assert!(!h.allows(no), "{no}");
+        }
+        let h = Hosts::new(&["Search.Acme.Internal".into()]);
+        assert!(h.allows("search.acme.internal:443"));
+        assert!(!h.allows("evil.example"));
+        assert!(Hosts::new(&["*".into()]).allows("evil.example"));
+    }
+
+    #[test]
+    fn only_json_is_a_json_body() {
+        let with = |v: &str| {
+            let mut h = HeaderMap::new();
+            h.insert(header::CONTENT_TYPE, v.parse().unwrap());
+            is_json(&h)
+        };
+        assert!(with("application/json"));
+        assert!(with("Application/JSON; charset=utf-8"));
+        assert!(!with("text/plain"));
+        assert!(!with("application/x-www-form-urlencoded"));
+        assert!(!with("application/jsonp"));
+        assert!(!is_json(&HeaderMap::new()));
+    }
 }

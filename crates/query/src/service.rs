@@ -19,6 +19,9 @@ use crate::request::{SearchRequest, SearchResponse};
 use crate::rerank::Reranker;
 use crate::search::{self, Filter};
 
+/// The note of a search the reranker failed; the reason is in the server's log.
+pub const RERANK_FAILED: &str = "not reranked: the reranker failed (the reason is in the server log); results are in fused order";
+
 /// Counters of the service, exported on `/metrics`.
 #[derive(Debug, Default)]
 pub struct Metrics {
@@ -28,6 +31,12 @@ pub struct Metrics {
     pub errors: AtomicU64,
     pub generation_swaps: AtomicU64,
     pub rerank_failures: AtomicU64,
+    /// Requests refused for their `Host` or `Content-Type`.
+    pub refused: AtomicU64,
+    /// Searches answered 503 because every slot was taken.
+    pub saturated: AtomicU64,
+    /// Requests cut by the body or whole-request timeout.
+    pub timeouts: AtomicU64,
     /// Search latency (excluding the query embedding), bucketed.
     pub search_seconds: Histogram,
     /// Query embedding latency.
@@ -102,6 +111,9 @@ pub struct Searcher {
     reranker: Option<Reranker>,
     current: RwLock<Option<Arc<Generation>>>,
     embedder: RwLock<Option<Arc<QueryEmbedder>>>,
+    /// A generation whose vector space no embedder here can serve is refused rather than
+    /// served lexical-only (`trawl serve`).
+    strict: bool,
     pub metrics: Metrics,
 }
 
@@ -111,6 +123,11 @@ impl std::fmt::Debug for Searcher {
             .field("store", &self.store)
             .finish_non_exhaustive()
     }
+}
+
+/// A vector space as people name it: `voyage-code-3 (1024 × float)`.
+fn describe(space: &SpaceInfo) -> String {
+    format!("{} ({} × {})", space.model, space.dims, space.dtype)
 }
 
 /// The default shard cache of a remote store.
@@ -131,6 +148,23 @@ impl Searcher {
         store: Store,
         cfg: &Config,
         embedder: Option<&str>,
+    ) -> Result<Self, QueryError> {
+        Self::open_with(store, cfg, embedder, false).await
+    }
+
+    /// A searcher for `trawl serve`: a generation whose vectors cannot be searched here (its
+    /// space needs a key that is not set, or a model this process does not have) is an error
+    /// — at start, and at every swap (the old generation stays) — never a silent lexical-only
+    /// service.
+    pub async fn open_serving(store: Store, cfg: &Config) -> Result<Self, QueryError> {
+        Self::open_with(store, cfg, None, true).await
+    }
+
+    async fn open_with(
+        store: Store,
+        cfg: &Config,
+        embedder: Option<&str>,
+        strict: bool,
     ) -> Result<Self, QueryError> {
         let q = &cfg.query;
         let cache = if q.cache_dir.as_os_str().is_empty() {
@@ -161,6 +195,7 @@ impl Searcher {
             reranker,
             current: RwLock::new(None),
             embedder: RwLock::new(None),
+            strict,
             metrics: Metrics::default(),
         };
         s.refresh().await?;
@@ -204,7 +239,16 @@ impl Searcher {
                 v.change_expansion_search(self.ef_search.max(16));
             }
         }
-        self.prepare_embedder(g.manifest.space.as_ref());
+        if let Err(reason) = self.prepare_embedder(g.manifest.space.as_ref()) {
+            let space = g.manifest.space.as_ref().map(describe);
+            if self.strict {
+                return Err(QueryError::Unembeddable {
+                    space: space.unwrap_or_default(),
+                    reason,
+                });
+            }
+            tracing::warn!(space, reason = %reason, "no embedder for the index's vector space: searches are lexical only");
+        }
         let g = Arc::new(g);
         let old = self
             .current
@@ -240,10 +284,11 @@ impl Searcher {
         }
     }
 
-    /// Finds an embedder whose space is the generation's: the preferred one first.
-    fn prepare_embedder(&self, space: Option<&SpaceInfo>) {
+    /// Finds an embedder whose space is the generation's: the preferred one first. `Err`
+    /// says why none could be started.
+    fn prepare_embedder(&self, space: Option<&SpaceInfo>) -> Result<(), String> {
         let Some(space) = space else {
-            return;
+            return Ok(());
         };
         if self
             .embedder
@@ -252,8 +297,9 @@ impl Searcher {
             .as_ref()
             .is_some_and(|e| &e.space == space)
         {
-            return;
+            return Ok(());
         }
+        let mut reasons = Vec::new();
         let mut names = vec![self.preferred.as_str()];
         names.extend(
             ["local", "hash", "voyage"]
@@ -278,14 +324,22 @@ impl Searcher {
                             space: space.clone(),
                             embedder: e,
                         }));
-                    return;
+                    return Ok(());
                 }
                 Err(e) => {
                     tracing::warn!(embedder = name, error = %e, "cannot start the query embedder");
+                    reasons.push(format!("{name}: {e}"));
                 }
             }
         }
-        tracing::warn!(model = %space.model, "no embedder for the index's vector space: searches are lexical only");
+        Err(if reasons.is_empty() {
+            format!(
+                "no embedder configured here produces {}: set [embed] (embedder, model, dims, dtype, hash_dims) to what the index was embedded with",
+                describe(space)
+            )
+        } else {
+            reasons.join("; ")
+        })
     }
 
     /// Embeds the query in the generation's space.
@@ -374,7 +428,10 @@ impl Searcher {
                 Ok(c) => candidates = c,
                 Err(e) => {
                     self.metrics.rerank_failures.fetch_add(1, Ordering::Relaxed);
-                    notes.push(format!("not reranked: {e}"));
+                    // The reason stays in the server's log: it can carry what the provider
+                    // said about the account, which is no client's business.
+                    tracing::warn!(error = %e, "reranking failed; answering in fused order");
+                    notes.push(RERANK_FAILED.to_owned());
                 }
             }
             search_s += t2.elapsed().as_secs_f64();
