@@ -69,14 +69,16 @@ def strategic_merge(base, patch):
     if (isinstance(base, list) and isinstance(patch, list) and patch
             and all(isinstance(x, dict) and "name" in x for x in base + patch)):
         out = [copy.deepcopy(x) for x in base]
+        added = []
         for item in patch:
             for i, x in enumerate(out):
                 if x["name"] == item["name"]:
                     out[i] = strategic_merge(x, item)
                     break
             else:
-                out.append(copy.deepcopy(item))
-        return out
+                added.append(copy.deepcopy(item))
+        # kubectl puts a patch's new items before the existing ones.
+        return added + out
     return copy.deepcopy(patch)
 
 
@@ -290,6 +292,35 @@ def check_overlay(name, objs, trawl, external):
                         problem(what, f"{flag} {path} is not a key of a mounted ConfigMap")
             if config and "--config" not in args:
                 problem(what, f"container {c['name']} is not given --config")
+            stage = args[2] if len(args) > 2 else ""
+            given = {e["name"] for e in c.get("env", [])
+                     if not e.get("valueFrom", {}).get("secretKeyRef", {}).get("optional")}
+            if config and stage in ("query", "serve", "embed-worker", "embed"):
+                # The vector space needs its key: a query service without it refuses to start
+                # (it will not serve a vector index lexical-only), a worker fails every batch.
+                voyage = config["embed"]["embedder"] == "voyage" or (
+                    stage in ("query", "serve") and config["query"].get("rerank_model"))
+                if voyage and "VOYAGE_API_KEY" not in given:
+                    problem(what, f"container {c['name']} runs {stage} with a Voyage vector space "
+                                  "(embed.embedder = \"voyage\") but gets no VOYAGE_API_KEY "
+                                  "(from a Secret, not optional)")
+            if config and stage in ("query", "serve"):
+                serve = config.get("serve", {})
+                tls = [(k, serve.get(k, "")) for k in ("tls_cert", "tls_key")]
+                scheme = "HTTPS" if any(v for _, v in tls) else "HTTP"
+                if scheme == "HTTPS":
+                    for k, v in tls:
+                        vol = mounts.get(os.path.dirname(v))
+                        if not vol or "secret" not in vol:
+                            problem(what, f"serve.{k} {v!r} is not a key of a mounted Secret")
+                        else:
+                            check_secret(f"{what} serve.{k}", vol["secret"]["secretName"],
+                                         os.path.basename(v), by, ns, external)
+                for probe in ("livenessProbe", "readinessProbe", "startupProbe"):
+                    g = c.get(probe, {}).get("httpGet")
+                    if g and g.get("scheme", "HTTP") != scheme:
+                        problem(what, f"{probe} speaks {g.get('scheme', 'HTTP')} to a server that "
+                                      f"speaks {scheme} (serve.tls_cert)")
             if config and len(args) > 2 and args[2] in ("query", "serve"):
                 env_names = {e["name"] for e in c.get("env", [])}
                 for t in config.get("query", {}).get("tokens", []):
@@ -341,6 +372,19 @@ def check_overlay(name, objs, trawl, external):
                     nums = {q["containerPort"] for c in pods[n][2] for q in c.get("ports", [])}
                     if tp not in names and tp not in nums:
                         problem(what, f"targetPort {tp!r} is not a port of {n}")
+            # Clients reach the query service by the Service's name: the server must answer
+            # to it (any other Host is refused, against DNS rebinding).
+            for n in hits:
+                if config and pods[n][2][0].get("args", [])[2:3] in (["query"], ["serve"]):
+                    allowed = config.get("serve", {}).get("allowed_hosts", [])
+                    if "*" not in allowed and o["metadata"]["name"] not in allowed:
+                        problem(what, f"serve.allowed_hosts does not name {o['metadata']['name']}: "
+                                      "clients using the Service's DNS name would get 421")
+        if o["kind"] == "NetworkPolicy":
+            for rule in spec.get("ingress", []):
+                if not rule.get("from"):
+                    problem(what, "admits its ports from anywhere: name the clients "
+                                  "(podSelector, namespaceSelector)")
         if o["kind"] in ("PodDisruptionBudget", "NetworkPolicy"):
             sel = spec.get("selector") or spec.get("podSelector")
             if not selected(sel, ns):
@@ -516,6 +560,19 @@ MUTATIONS = [
      "--config /etc/trawl/config.toml is not a key"),
     ("k8s/base/networkpolicies.yaml", "trawl.dev/egress: git-kafka-s3", "trawl.dev/egress: git",
      "NetworkPolicy/trawl-egress-git-ssh: selects no pods"),
+    ("k8s/base/query.yaml", "- name: VOYAGE_API_KEY", "- name: VOYAGE_KEY",
+     "runs query with a Voyage vector space (embed.embedder = \"voyage\") but gets no VOYAGE_API_KEY"),
+    ("k8s/overlays/prod/config.yaml", 'tls_key = "/etc/trawl-tls/tls.key"',
+     'tls_key = "/etc/trawl-tls/key.pem"', "serve.tls_key: Secret trawl-query-tls: key key.pem"),
+    ("k8s/overlays/prod/query-tls.yaml", "scheme: HTTPS", "scheme: HTTP",
+     "readinessProbe speaks HTTP to a server that speaks HTTPS"),
+    ("k8s/overlays/prod/config.yaml", 'allowed_hosts = ["trawl-query", ', 'allowed_hosts = [',
+     "serve.allowed_hosts does not name trawl-query"),
+    ("k8s/base/networkpolicies.yaml",
+     "    - from:\n        - podSelector:\n            matchLabels:\n"
+     "              trawl.dev/search-client: \"true\"\n        - namespaceSelector:\n"
+     "            matchLabels:\n              trawl.dev/search-client: \"true\"\n      ports:",
+     "    - ports:", "NetworkPolicy/trawl-query-ingress: admits its ports from anywhere"),
     ("terraform/main.tf", "  bucket_name     = var.bucket_name\n", "",
      "required variable bucket_name is not passed"),
     ("terraform/variables.tf", 'description = "AWS region of the bucket, the Kafka cluster and the roles."', "",
