@@ -6,3 +6,4 @@ mod server;
 mod store;
 
 mod credentials;
+mod poison;

@@ -14,6 +14,11 @@
 //! - a message that cannot be decoded is sent to the `dead-letters` topic with its error and
 //!   acknowledged: it is never retried forever. A store or bus failure is not the message's
 //!   fault: the delivery is given back and retried.
+//! - **a chunker panic is caught per file** (`catch_unwind` around the chunking of one file):
+//!   the file's event is given back, and on its `max_attempts`-th delivery (the bus keeps the
+//!   count across restarts) it is dead-lettered with the panic message, so one poison file
+//!   never holds up the files behind it. Debug builds read `TRAWL_TEST_PANIC_ON_PATH` (a file
+//!   path whose chunking panics) for the hostile tests; release builds do not have it.
 //!
 //! Parts are sorted by path then byte offset, zstd-compressed, one row group each.
 
@@ -58,6 +63,8 @@ pub struct Metrics {
     pub parquet_bytes: AtomicU64,
     pub dead_letters: AtomicU64,
     pub retries: AtomicU64,
+    /// Files whose chunking panicked (each attempt counts).
+    pub panics: AtomicU64,
     /// Files by chunker note (`syntax-errors`, `parse-timeout`, `no-grammar`, …).
     pub notes: std::sync::Mutex<BTreeMap<&'static str, u64>>,
 }
@@ -72,6 +79,7 @@ pub struct MetricsSnapshot {
     pub parquet_bytes: u64,
     pub dead_letters: u64,
     pub retries: u64,
+    pub panics: u64,
     pub notes: BTreeMap<&'static str, u64>,
 }
 
@@ -85,6 +93,7 @@ impl Metrics {
             parquet_bytes: self.parquet_bytes.load(Ordering::Relaxed),
             dead_letters: self.dead_letters.load(Ordering::Relaxed),
             retries: self.retries.load(Ordering::Relaxed),
+            panics: self.panics.load(Ordering::Relaxed),
             notes: self
                 .notes
                 .lock()
@@ -112,15 +121,45 @@ pub struct ChunkWorker {
     metrics: Arc<Metrics>,
     strategy: Strategy,
     shutdown: Shutdown,
+    max_attempts: u32,
+    chunk: ChunkFn,
 }
+
+/// Chunks one file: [`trawl_chunker::chunk`], or a stand-in in this crate's tests.
+type ChunkFn = fn(&str, Option<&str>, &str, Strategy, &Options) -> trawl_chunker::Chunked;
 
 /// Why one event failed.
 enum Failure {
     /// The message itself is bad: dead-letter it.
     Poison(String),
+    /// The chunker panicked on the file: give it back until `max_attempts`, then
+    /// dead-letter it.
+    Panic(String),
     /// The store or the bus failed: give the message back.
     Transient(String),
 }
+
+/// The message a panic was raised with.
+fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
+    payload
+        .downcast_ref::<&str>()
+        .map(|s| (*s).to_owned())
+        .or_else(|| payload.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "a panic without a message".into())
+}
+
+/// Debug builds only: panics on the file `TRAWL_TEST_PANIC_ON_PATH` names, so the hostile
+/// tests can drive a poison file through the binary. Release builds compile it out.
+#[cfg(debug_assertions)]
+fn injected_panic(path: &str) {
+    assert!(
+        std::env::var_os("TRAWL_TEST_PANIC_ON_PATH").is_none_or(|p| p != path),
+        "TRAWL_TEST_PANIC_ON_PATH: injected chunker panic on {path}"
+    );
+}
+
+#[cfg(not(debug_assertions))]
+fn injected_panic(_path: &str) {}
 
 impl ChunkWorker {
     pub fn new(store: Store, bus: Arc<dyn Bus>, opts: Options, concurrency: usize) -> Self {
@@ -132,7 +171,17 @@ impl ChunkWorker {
             metrics: Arc::default(),
             strategy: Strategy::Ast,
             shutdown: Shutdown::never(),
+            max_attempts: 3,
+            chunk: trawl_chunker::chunk,
         }
+    }
+
+    /// Dead-letters a file whose chunking panicked on its `n`-th delivery (`bus.max_attempts`;
+    /// at least 1).
+    #[must_use]
+    pub fn with_max_attempts(mut self, n: u32) -> Self {
+        self.max_attempts = n.max(1);
+        self
     }
 
     /// Chunks with `strategy` (fixed windows are the baseline of retrieval evaluations; their
@@ -199,35 +248,52 @@ impl ChunkWorker {
                     tracing::warn!(error = %e, "acknowledgement failed; the event will be redelivered");
                 }
             }
-            Err(Failure::Poison(error)) => {
-                tracing::warn!(key = %d.key, %error, "dead-lettering a file event");
-                let letter = DeadLetter {
-                    schema_version: DEAD_LETTER_VERSION,
-                    topic: FILES_TOPIC.into(),
-                    key: d.key.clone(),
-                    error,
-                    attempts: d.attempt,
-                    payload: String::from_utf8_lossy(&d.payload).into_owned(),
-                };
-                match self
-                    .bus
-                    .publish(DEAD_LETTERS_TOPIC, &d.key, letter.to_json())
-                    .await
-                {
-                    Ok(()) => {
-                        self.metrics.dead_letters.fetch_add(1, Ordering::Relaxed);
-                        let _ = d.ack().await;
-                    }
-                    Err(e) => {
-                        tracing::warn!(error = %e, "dead-letter publish failed; retrying the event");
-                        d.nack();
-                    }
-                }
+            Err(Failure::Poison(error)) => self.dead_letter(d, error).await,
+            Err(Failure::Panic(error)) if d.attempt >= self.max_attempts => {
+                self.metrics.panics.fetch_add(1, Ordering::Relaxed);
+                let error = format!(
+                    "the chunker panicked on every one of {} attempts: {error}",
+                    d.attempt
+                );
+                self.dead_letter(d, error).await;
+            }
+            Err(Failure::Panic(error)) => {
+                self.metrics.panics.fetch_add(1, Ordering::Relaxed);
+                tracing::warn!(key = %d.key, %error, attempt = d.attempt, max_attempts = self.max_attempts, "the chunker panicked; the event goes back");
+                self.metrics.retries.fetch_add(1, Ordering::Relaxed);
+                tokio::time::sleep(Duration::from_millis(100 * u64::from(d.attempt.min(50)))).await;
+                d.nack();
             }
             Err(Failure::Transient(error)) => {
                 tracing::warn!(key = %d.key, %error, attempt = d.attempt, "chunking failed; the event goes back");
                 self.metrics.retries.fetch_add(1, Ordering::Relaxed);
                 tokio::time::sleep(Duration::from_millis(100 * u64::from(d.attempt.min(50)))).await;
+                d.nack();
+            }
+        }
+    }
+
+    async fn dead_letter(&self, d: Delivery, error: String) {
+        tracing::warn!(key = %d.key, %error, attempts = d.attempt, "dead-lettering a file event");
+        let letter = DeadLetter {
+            schema_version: DEAD_LETTER_VERSION,
+            topic: FILES_TOPIC.into(),
+            key: d.key.clone(),
+            error,
+            attempts: d.attempt,
+            payload: String::from_utf8_lossy(&d.payload).into_owned(),
+        };
+        match self
+            .bus
+            .publish(DEAD_LETTERS_TOPIC, &d.key, letter.to_json())
+            .await
+        {
+            Ok(()) => {
+                self.metrics.dead_letters.fetch_add(1, Ordering::Relaxed);
+                let _ = d.ack().await;
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "dead-letter publish failed; retrying the event");
                 d.nack();
             }
         }
@@ -249,9 +315,15 @@ impl ChunkWorker {
         let (repo, path, language) = (ev.repo.clone(), ev.path.clone(), ev.language.clone());
         let bytes_in = content.len() as u64;
         let blob_for_task = blob.clone();
+        let chunk = self.chunk;
         let (parquet, count, notes) = tokio::task::spawn_blocking(move || {
             let lang = language.as_deref();
-            let chunked = trawl_chunker::chunk(&path, lang, &content, strategy, &opts);
+            // One file's panic is that file's failure, not the worker's.
+            let chunked = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                injected_panic(&path);
+                chunk(&path, lang, &content, strategy, &opts)
+            }))
+            .map_err(|p| Failure::Panic(format!("{path}: {}", panic_message(p.as_ref()))))?;
             let src = Source {
                 repo: &repo,
                 path: &path,
@@ -260,12 +332,15 @@ impl ChunkWorker {
             };
             let mut rows = to_records(&src, &chunked, &content);
             rows.sort_by_key(|r| (r.start_byte, r.end_byte));
-            let parquet = records::to_parquet(&rows).map_err(|e| e.to_string())?;
-            Ok::<_, String>((parquet, rows.len(), chunked.notes))
+            let parquet = records::to_parquet(&rows).map_err(|e| Failure::Poison(e.to_string()))?;
+            Ok::<_, Failure>((parquet, rows.len(), chunked.notes))
         })
         .await
-        .map_err(|e| Failure::Transient(format!("chunking task: {e}")))?
-        .map_err(Failure::Poison)?;
+        .map_err(|e| match e.try_into_panic() {
+            // A panic outside the chunker (turning chunks into rows): the file's fault too.
+            Ok(p) => Failure::Panic(panic_message(p.as_ref())),
+            Err(e) => Failure::Transient(format!("chunking task: {e}")),
+        })??;
         let parquet_len = parquet.len() as u64;
         self.store
             .put(&key, parquet)
@@ -300,5 +375,99 @@ impl ChunkWorker {
             }
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use bytes::Bytes;
+    use trawl_core::bus::{InProcBus, SpoolBus};
+    use trawl_core::{BlobId, CommitId, RepoId, RunId};
+
+    impl ChunkWorker {
+        fn with_chunker(mut self, chunk: ChunkFn) -> Self {
+            self.chunk = chunk;
+            self
+        }
+    }
+
+    /// Chunks as the real chunker does, but panics on `poison.py`.
+    fn poisoned(
+        path: &str,
+        language: Option<&str>,
+        src: &str,
+        strategy: Strategy,
+        opts: &Options,
+    ) -> trawl_chunker::Chunked {
+        assert_ne!(path, "poison.py", "a chunker bug this file triggers");
+        trawl_chunker::chunk(path, language, src, strategy, opts)
+    }
+
+    fn upsert(path: &str, content: &str) -> Bytes {
+        FileEvent {
+            schema_version: records::FILE_EVENT_VERSION,
+            op: FileOp::Upsert,
+            repo: RepoId::parse("github.com/a/b").unwrap(),
+            commit: "a".repeat(40).parse::<CommitId>().unwrap(),
+            path: path.into(),
+            renamed_from: None,
+            blob: Some("b".repeat(40).parse::<BlobId>().unwrap()),
+            language: Some("python".into()),
+            size: content.len() as u64,
+            encoding: None,
+            content: Some(content.into()),
+            run: RunId::try_from("r1".to_owned()).unwrap(),
+        }
+        .to_json()
+    }
+
+    async fn letters(bus: &Arc<dyn Bus>) -> Vec<DeadLetter> {
+        let mut sub = bus.subscribe(DEAD_LETTERS_TOPIC, "test").await.unwrap();
+        bus.close(DEAD_LETTERS_TOPIC).await.unwrap();
+        let mut out = Vec::new();
+        while let Some(d) = sub.recv().await.unwrap() {
+            out.push(DeadLetter::from_json(&d.payload).unwrap());
+            d.ack().await.unwrap();
+        }
+        out
+    }
+
+    async fn a_panicking_file_is_dead_lettered_after_max_attempts(bus: Arc<dyn Bus>) {
+        let store = Store::memory();
+        for (path, text) in [
+            ("a.py", "def a():\n    return 1\n"),
+            ("poison.py", "def p():\n    return 2\n"),
+            ("b.py", "def b():\n    return 3\n"),
+        ] {
+            bus.publish(FILES_TOPIC, "github.com/a/b", upsert(path, text))
+                .await
+                .unwrap();
+        }
+        bus.close(FILES_TOPIC).await.unwrap();
+        let worker = ChunkWorker::new(store.clone(), bus.clone(), Options::default(), 2)
+            .with_chunker(poisoned)
+            .with_max_attempts(3);
+        let m = worker.run(Until::Closed).await.unwrap();
+        assert_eq!((m.files, m.dead_letters, m.panics, m.retries), (2, 1, 3, 2));
+        assert_eq!(store.list("chunks/").await.unwrap().len(), 2);
+        let letters = letters(&bus).await;
+        assert_eq!(letters.len(), 1);
+        assert_eq!(letters[0].attempts, 3);
+        assert_eq!(letters[0].topic, FILES_TOPIC);
+        assert!(
+            letters[0].error.contains("poison.py") && letters[0].error.contains("a chunker bug"),
+            "the letter carries the panic message: {}",
+            letters[0].error
+        );
+    }
+
+    #[tokio::test]
+    async fn a_chunker_panic_is_one_files_dead_letter_on_the_in_process_and_spool_buses() {
+        a_panicking_file_is_dead_lettered_after_max_attempts(Arc::new(InProcBus::new(64))).await;
+        a_panicking_file_is_dead_lettered_after_max_attempts(Arc::new(SpoolBus::new(
+            Store::memory(),
+        )))
+        .await;
     }
 }

@@ -45,7 +45,11 @@ pub fn worker(
         "chunk.ceiling must be at least 64 bytes and larger than chunk.floor"
     );
     let strategy = strategy(cfg)?;
-    Ok(ChunkWorker::new(store, bus, options(cfg), cfg.chunk.concurrency).with_strategy(strategy))
+    Ok(
+        ChunkWorker::new(store, bus, options(cfg), cfg.chunk.concurrency)
+            .with_strategy(strategy)
+            .with_max_attempts(cfg.bus.max_attempts),
+    )
 }
 
 /// The chunk worker's Prometheus metrics.
@@ -75,8 +79,13 @@ fn render(m: &trawl_chunk_worker::MetricsSnapshot) -> String {
         )
         .counter(
             "trawl_chunk_retries_total",
-            "Events given back after a store or bus failure.",
+            "Events given back after a store or bus failure, or a chunker panic.",
             m.retries,
+        )
+        .counter(
+            "trawl_chunk_panics_total",
+            "Chunker panics caught (one per file and attempt).",
+            m.panics,
         )
         .labelled(
             "trawl_chunk_notes_total",

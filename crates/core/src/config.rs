@@ -365,6 +365,9 @@ pub struct BusConfig {
     pub topic_chunks: String,
     pub topic_embedded: String,
     pub topic_dead_letters: String,
+    /// Deliveries of a message that failed on its own content (a chunker panic) before it
+    /// goes to the dead-letter topic. The bus keeps the count across restarts.
+    pub max_attempts: u32,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -435,6 +438,7 @@ impl Default for BusConfig {
             topic_chunks: "chunks".into(),
             topic_embedded: "embedded".into(),
             topic_dead_letters: "dead-letters".into(),
+            max_attempts: 3,
         }
     }
 }
