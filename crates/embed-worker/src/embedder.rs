@@ -148,8 +148,9 @@ pub struct Counters {
 /// Why a call failed.
 #[derive(Debug, thiserror::Error)]
 pub enum EmbedError {
-    /// The provider refused the request itself (HTTP 400): some input is bad. Retrying the
-    /// same request cannot help; [`embed_isolating`] splits the batch to find it.
+    /// The provider refused the request itself (HTTP 400), or the local model panicked on
+    /// it: some input is bad. Retrying the same request cannot help; [`embed_isolating`]
+    /// splits the batch to find it.
     #[error("the provider rejected the request: {0}")]
     BadRequest(String),
     /// The key is wrong or not allowed (HTTP 401/403): nothing works until it is fixed.

@@ -380,13 +380,43 @@ impl Embedder for LocalEmbedder {
             })
         })
         .await
-        .map_err(|e| EmbedError::Model(format!("inference task failed: {e}")))?
+        .map_err(task_failure)?
+    }
+}
+
+/// A failed inference task. A panic inside the model is taken as the inputs' fault, like a
+/// provider's 400: [`crate::embedder::embed_isolating`] splits the batch down to the input
+/// that panics, which is dead-lettered alone (and if every input panics, the batch is
+/// `Rejected` and the worker stops) — instead of giving the events back to panic forever.
+fn task_failure(e: tokio::task::JoinError) -> EmbedError {
+    match e.try_into_panic() {
+        Ok(p) => {
+            let msg = p
+                .downcast_ref::<&str>()
+                .map(|s| (*s).to_owned())
+                .or_else(|| p.downcast_ref::<String>().cloned())
+                .unwrap_or_else(|| "a panic without a message".into());
+            EmbedError::BadRequest(format!("the local model panicked: {msg}"))
+        }
+        Err(e) => EmbedError::Model(format!("inference task failed: {e}")),
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[tokio::test]
+    async fn a_panic_in_the_model_refuses_the_inputs_instead_of_failing_the_batch() {
+        let joined = tokio::task::spawn_blocking(|| -> () { panic!("index out of bounds") })
+            .await
+            .unwrap_err();
+        let e = task_failure(joined);
+        assert!(
+            matches!(&e, EmbedError::BadRequest(m) if m.contains("index out of bounds")),
+            "{e}"
+        );
+    }
 
     /// The default model, which `scripts/fetch-model.sh` installs (the test script runs it).
     pub(crate) fn model() -> LocalEmbedder {
