@@ -1,7 +1,8 @@
 //! A git server that asks for credentials, as issue 15 found it answered: `TRAWL_GIT_TOKEN`
 //! sent to any host over plain http, `GITHUB_TOKEN` to any URL that merely contains
 //! `github.com`. Here a local server answers every request with a Basic challenge and records
-//! what it is sent; `trawl fetch`, with every token variable set, never sends it a token.
+//! what it is sent; `trawl fetch`, with every token variable set, never sends it a token —
+//! nor after a redirect from a host the token is for to another.
 
 use std::sync::{Arc, Mutex};
 
@@ -13,8 +14,11 @@ use crate::support::procs::trawl;
 const TRAWL_GIT_TOKEN: &str = "trawl-git-token-7Qm2";
 const GITHUB_TOKEN: &str = "github-token-9Xk4";
 
-/// A server that challenges every request with `401 WWW-Authenticate: Basic`, recording each
-/// request's head.
+const CHALLENGE: &str = "HTTP/1.1 401 Unauthorized\r\nWWW-Authenticate: Basic realm=\"git\"\r\n\
+                         Content-Length: 0\r\nConnection: close\r\n\r\n";
+
+/// A server that answers every request with `reply` (by default a `401 WWW-Authenticate:
+/// Basic` challenge), recording each request's head.
 struct Challenger {
     port: u16,
     heads: Arc<Mutex<Vec<String>>>,
@@ -22,13 +26,18 @@ struct Challenger {
 
 impl Challenger {
     async fn start() -> Self {
+        Self::replying(CHALLENGE.to_owned()).await
+    }
+
+    async fn replying(reply: String) -> Self {
+        let reply = Arc::new(reply);
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let port = listener.local_addr().unwrap().port();
         let heads: Arc<Mutex<Vec<String>>> = Arc::default();
         let seen = heads.clone();
         tokio::spawn(async move {
             while let Ok((mut conn, _)) = listener.accept().await {
-                let seen = seen.clone();
+                let (seen, reply) = (seen.clone(), reply.clone());
                 tokio::spawn(async move {
                     let mut head = Vec::new();
                     let mut buf = [0u8; 4096];
@@ -41,12 +50,7 @@ impl Challenger {
                     seen.lock()
                         .unwrap()
                         .push(String::from_utf8_lossy(&head).into_owned());
-                    let _ = conn
-                        .write_all(
-                            b"HTTP/1.1 401 Unauthorized\r\nWWW-Authenticate: Basic realm=\"git\"\r\n\
-                              Content-Length: 0\r\nConnection: close\r\n\r\n",
-                        )
-                        .await;
+                    let _ = conn.write_all(reply.as_bytes()).await;
                     let _ = conn.shutdown().await;
                 });
             }
@@ -135,4 +139,37 @@ async fn a_git_server_that_asks_for_credentials_is_never_sent_a_token() {
     assert!(stderr.contains("use https"), "{stderr}");
     assert!(!stderr.contains(TRAWL_GIT_TOKEN), "{stderr}");
     assert_eq!(server.heads().len(), before, "no request was made");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_redirect_to_another_host_is_not_sent_the_first_hosts_token() {
+    let work = tempfile::tempdir().unwrap();
+    // 127.0.0.1 has the token and redirects to `localhost`, another host name, which asks.
+    let target = Challenger::start().await;
+    let redirect = format!(
+        "HTTP/1.1 302 Found\r\nLocation: http://localhost:{}/acme/api/info/refs?service=git-upload-pack\r\n\
+         Content-Length: 0\r\nConnection: close\r\n\r\n",
+        target.port
+    );
+    let origin = Challenger::replying(redirect).await;
+    let url = format!("http://127.0.0.1:{}/acme/api", origin.port);
+    let (code, stderr) = fetch(
+        work.path(),
+        &[
+            "--set",
+            r#"fetch.token_hosts=["127.0.0.1"]"#,
+            "fetch",
+            "--repo",
+            &url,
+        ],
+    )
+    .await;
+    assert_eq!(code, Some(3), "the repository fails: {stderr}");
+    assert_eq!(origin.heads().len(), 1, "{:?}", origin.heads());
+    assert_no_credentials(&target.heads());
+    // libgit2 asks for credentials with the URL it was redirected to, and trawl judges that.
+    assert!(
+        stderr.contains("a redirect from 127.0.0.1") && stderr.contains("localhost"),
+        "{stderr}"
+    );
 }
