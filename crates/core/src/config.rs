@@ -388,10 +388,10 @@ pub struct FetchConfig {
     /// Globs of paths exempt from the secret rules (path and content): their text is indexed
     /// as it is. For fixtures of fake keys; see docs/operations.md.
     pub secrets_allow: Vec<String>,
-    /// Hosts `TRAWL_GIT_TOKEN` is sent to (exact host names, over https only).
+    /// Hosts `TRAWL_GIT_TOKEN` is sent to (exact host names, over https or ssh only).
     pub token_hosts: Vec<String>,
     /// Git tokens bound to one host each: `[[fetch.credentials]] host = "git.example.com",
-    /// token_env = "GIT_TOKEN_EXAMPLE"`. Sent over https only, never to another host.
+    /// token_env = "GIT_TOKEN_EXAMPLE"`. Sent over https or ssh only, never to another host.
     pub credentials: Vec<GitCredentialConfig>,
 }
 

@@ -5,8 +5,9 @@
 //! reference advertisement, no pack.
 //!
 //! Credentials are never logged or stored. A token is bound to a host: it is sent only when
-//! the server that asks for it (after any redirect) is that exact host, and only over https
-//! (ssh carries no tokens, only keys). See [`Credentials`]:
+//! the server that asks for it (after any redirect) is that exact host, and only over https or
+//! ssh (where a server asks for a password only after its host key matched `known_hosts`),
+//! never plain http. See [`Credentials`]:
 //! - https: a `user:token@` in the URL (to that URL's host only); else a token of
 //!   `fetch.credentials` for the host; else `TRAWL_GIT_TOKEN` for the hosts of
 //!   `fetch.token_hosts` (user `TRAWL_GIT_USERNAME`, default `x-access-token`); else
@@ -200,6 +201,12 @@ fn endpoint(url: &str) -> Option<(String, String, Option<u16>)> {
         .then(|| ("ssh".into(), host.to_ascii_lowercase(), None))
 }
 
+/// Whether a token may travel over `scheme`: https, or ssh (whose server asks for a
+/// password only after its host key checked out against `known_hosts`).
+fn encrypted(scheme: &str) -> bool {
+    matches!(scheme, "https" | "ssh")
+}
+
 /// A configured host: `name` or `name:port`, nothing else.
 fn parse_host(host: &str) -> Option<(String, Option<u16>)> {
     let (name, port) = match host.rsplit_once(':') {
@@ -320,7 +327,7 @@ impl Credentials {
                 to: host,
             };
         }
-        if scheme != "https" {
+        if !encrypted(&scheme) {
             // Any port: a token for the host is withheld, and the error says why.
             return match self.tokens.iter().find(|t| t.host == host) {
                 Some(t) => TokenFor::Insecure {
@@ -421,7 +428,7 @@ fn credential(
         // Credentials written in the URL belong to the URL's host (a redirect was refused
         // above); libgit2 presents them once itself, this answers a second challenge.
         if let Some((user, pass)) = url_password(url)
-            && endpoint(url).is_some_and(|(scheme, _, _)| scheme == "https")
+            && endpoint(url).is_some_and(|(scheme, _, _)| encrypted(&scheme))
         {
             return Cred::userpass_plaintext(&user, &pass);
         }
@@ -682,6 +689,20 @@ mod tests {
             shown.contains("TOK_A") && !shown.contains("secret-a"),
             "{shown}"
         );
+    }
+
+    #[test]
+    fn ssh_may_carry_a_token_to_its_host_plain_http_never() {
+        let cfg = FetchConfig {
+            token_hosts: vec!["git.example.com".into()],
+            ..FetchConfig::default()
+        };
+        let c = creds(&cfg, &[("TRAWL_GIT_TOKEN", "t")]);
+        assert_eq!(sends(&c, "ssh://git@git.example.com/g/p"), Some("t".into()));
+        assert_eq!(sends(&c, "git@git.example.com:g/p"), Some("t".into()));
+        assert_eq!(sends(&c, "git@other.example.com:g/p"), None);
+        assert_eq!(sends(&c, "http://git.example.com/g/p"), None);
+        assert_eq!(sends(&c, "git://git.example.com/g/p"), None);
     }
 
     #[test]
