@@ -2,8 +2,8 @@
 //! way an org-wide index can do harm (a secret indexed, a credential leaked, a generation
 //! corrupted, a message stuck, a server driven by a web page) and asserts it no longer does.
 
-mod server;
-mod store;
-
 mod credentials;
 mod poison;
+mod secrets;
+mod server;
+mod store;

@@ -56,42 +56,66 @@ impl Action {
     }
 }
 
+/// The filters a match of a loosely defined rule must pass.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Gate {
+    /// None: the format is the evidence.
+    Format,
+    /// Random-looking: entropy, and not lowercase words.
+    Random,
+    /// Random-looking, and not code (`os.environ`, `get_token()`, `AtomicU64`): a value
+    /// assigned to a secret-sounding name.
+    Assignment,
+}
+
 /// A content rule: the secret is capture group 1 when the regex has one, else the whole match.
 #[derive(Debug)]
 pub struct Rule {
     pub id: &'static str,
+    /// Lowercase literals, matched case-insensitively, of which the text must hold one for
+    /// the regex to run (gitleaks' keywords): the prefilter.
+    keywords: &'static [&'static str],
     pub action: Action,
     pub description: &'static str,
     regex: &'static str,
-    /// Apply the entropy and code-reference filters of generic assignments.
-    generic: bool,
+    /// What a match must also pass to count.
+    gate: Gate,
     /// A string that must also occur in the file.
     requires: Option<&'static str>,
 }
 
 const fn rule(
     id: &'static str,
+    keywords: &'static [&'static str],
     action: Action,
     description: &'static str,
     regex: &'static str,
 ) -> Rule {
     Rule {
         id,
+        keywords,
         action,
         description,
         regex,
-        generic: false,
+        gate: Gate::Format,
         requires: None,
     }
 }
 
-const fn generic(id: &'static str, description: &'static str, regex: &'static str) -> Rule {
+const fn gated(
+    gate: Gate,
+    id: &'static str,
+    keywords: &'static [&'static str],
+    description: &'static str,
+    regex: &'static str,
+) -> Rule {
     Rule {
         id,
+        keywords,
         action: Action::Redact,
         description,
         regex,
-        generic: true,
+        gate,
         requires: None,
     }
 }
@@ -101,16 +125,18 @@ const fn generic(id: &'static str, description: &'static str, regex: &'static st
 pub static RULES: &[Rule] = &[
     rule(
         "private-key",
+        &["-----begin"],
         Action::Skip,
         "a PEM, PKCS#8, encrypted PEM, OpenSSH or PGP private key, also inside a string",
         // The marker, then (across quotes, concatenation, `\n` escapes and PEM headers such
         // as `Proc-Type:`) a run of base64: prose that merely names the marker is not a key.
-        r#"-----BEGIN[ A-Z0-9_-]{0,100}PRIVATE KEY(?: BLOCK)?-----(?:\\[nr]|[\s"'`+,;]|[A-Za-z][A-Za-z-]{1,30}:[^\n\\"]*)*[A-Za-z0-9+/=]{20,}"#,
+        r#"-----BEGIN[ A-Z0-9_-]{0,100}PRIVATE KEY(?: BLOCK)?-----(?:\\[nr]|[ \t\n\r\x0B\x0C"'`+,;]|[A-Za-z][A-Za-z-]{1,30}:[^\n\\"]*)*[A-Za-z0-9+/=]{20,}"#,
     ),
     Rule {
         requires: Some(r#""private_key""#),
         ..rule(
             "gcp-service-account",
+            &["service_account"],
             Action::Skip,
             "a Google Cloud service-account key file (type service_account with a private_key)",
             r#""type"[ \t]*:[ \t]*"service_account""#,
@@ -118,179 +144,215 @@ pub static RULES: &[Rule] = &[
     },
     rule(
         "aws-access-token",
+        &["a3t", "akia", "asia", "abia", "acca"],
         Action::Redact,
         "an AWS access key id",
-        r"\b((?:A3T[A-Z0-9]|AKIA|ASIA|ABIA|ACCA)[A-Z2-7]{16})\b",
+        r"(?-u:\b)((?:A3T[A-Z0-9]|AKIA|ASIA|ABIA|ACCA)[A-Z2-7]{16})(?-u:\b)",
     ),
-    generic(
+    gated(
+        Gate::Random,
         "aws-secret-access-key",
+        &["aws"],
         "an AWS secret access key assigned to an aws…secret… name",
-        r#"(?i:aws)[A-Za-z0-9_.-]{0,20}(?i:secret)[A-Za-z0-9_.-]{0,20}["']?[ \t]*(?::=|=>|=|:)[ \t]*["'`]?([A-Za-z0-9/+=]{40})(?:["'`;,)\s]|\\[nrt]|$)"#,
+        r#"(?i-u:aws)[A-Za-z0-9_.-]{0,20}(?i-u:secret)[A-Za-z0-9_.-]{0,20}["']?[ \t]*(?::=|=>|=|:)[ \t]*["'`]?([A-Za-z0-9/+=]{40})(?:["'`;,) \t\n\r\x0B\x0C]|\\[nrt]|$)"#,
     ),
     rule(
         "github-pat",
+        &["ghp_"],
         Action::Redact,
         "a GitHub personal access token (classic)",
-        r"\bghp_[0-9A-Za-z]{36}\b",
+        r"(?-u:\b)ghp_[0-9A-Za-z]{36}(?-u:\b)",
     ),
     rule(
         "github-fine-grained-pat",
+        &["github_pat_"],
         Action::Redact,
         "a GitHub fine-grained personal access token",
-        r"\bgithub_pat_[0-9A-Za-z_]{82}\b",
+        r"(?-u:\b)github_pat_[0-9A-Za-z_]{82}(?-u:\b)",
     ),
     rule(
         "github-oauth",
+        &["gho_"],
         Action::Redact,
         "a GitHub OAuth access token",
-        r"\bgho_[0-9A-Za-z]{36}\b",
+        r"(?-u:\b)gho_[0-9A-Za-z]{36}(?-u:\b)",
     ),
     rule(
         "github-app-token",
+        &["ghu_", "ghs_"],
         Action::Redact,
         "a GitHub App user or installation token",
-        r"\b(?:ghu|ghs)_[0-9A-Za-z]{36}\b",
+        r"(?-u:\b)(?:ghu|ghs)_[0-9A-Za-z]{36}(?-u:\b)",
     ),
     rule(
         "github-refresh-token",
+        &["ghr_"],
         Action::Redact,
         "a GitHub refresh token",
-        r"\bghr_[0-9A-Za-z]{36}\b",
+        r"(?-u:\b)ghr_[0-9A-Za-z]{36}(?-u:\b)",
     ),
     rule(
         "gitlab-pat",
+        &["glpat-"],
         Action::Redact,
         "a GitLab personal access token",
-        r"\bglpat-[0-9A-Za-z_-]{20,}",
+        r"(?-u:\b)glpat-[0-9A-Za-z_-]{20,}",
     ),
     rule(
         "gitlab-ptt",
+        &["glptt-"],
         Action::Redact,
         "a GitLab pipeline trigger token",
-        r"\bglptt-[0-9a-f]{40}\b",
+        r"(?-u:\b)glptt-[0-9a-f]{40}(?-u:\b)",
     ),
     rule(
         "slack-bot-token",
+        &["xoxb-"],
         Action::Redact,
         "a Slack bot token",
-        r"\bxoxb-[0-9]{10,13}-[0-9]{10,13}[A-Za-z0-9-]*",
+        r"(?-u:\b)xoxb-[0-9]{10,13}-[0-9]{10,13}[A-Za-z0-9-]*",
     ),
     rule(
         "slack-user-token",
+        &["xoxp-", "xoxe-"],
         Action::Redact,
         "a Slack user token",
-        r"\bxox[pe](?:-[0-9]{10,13}){3}-[A-Za-z0-9-]{28,34}",
+        r"(?-u:\b)xox[pe](?:-[0-9]{10,13}){3}-[A-Za-z0-9-]{28,34}",
     ),
     rule(
         "slack-legacy-token",
+        &["xoxa-", "xoxo-", "xoxr-", "xoxs-"],
         Action::Redact,
         "a Slack legacy, workspace, refresh or configuration token",
-        r"\bxox[aors]-(?:[0-9]+-)*[0-9A-Za-z]{8,48}",
+        r"(?-u:\b)xox[aors]-(?:[0-9]+-)*[0-9A-Za-z]{8,48}",
     ),
     rule(
         "slack-app-token",
+        &["xapp-"],
         Action::Redact,
         "a Slack app-level token",
-        r"(?i:\bxapp-[0-9]-[A-Z0-9]+-[0-9]+-[a-z0-9]+)",
+        r"(?i-u:(?-u:\b)xapp-[0-9]-[A-Z0-9]+-[0-9]+-[a-z0-9]+)",
     ),
     rule(
         "slack-webhook-url",
+        &["hooks.slack.com"],
         Action::Redact,
         "a Slack incoming-webhook URL",
         r"hooks\.slack\.com/(?:services|workflows|triggers)/[A-Za-z0-9+/]{43,56}",
     ),
     rule(
         "stripe-access-token",
+        &[
+            "sk_test_", "sk_live_", "sk_prod_", "rk_test_", "rk_live_", "rk_prod_",
+        ],
         Action::Redact,
         "a Stripe secret or restricted key",
-        r"\b(?:sk|rk)_(?:test|live|prod)_[A-Za-z0-9]{10,99}\b",
+        r"(?-u:\b)(?:sk|rk)_(?:test|live|prod)_[A-Za-z0-9]{10,99}(?-u:\b)",
     ),
     rule(
         "gcp-api-key",
+        &["aiza"],
         Action::Redact,
         "a Google API key",
-        r"\bAIza[0-9A-Za-z_-]{35}",
+        r"(?-u:\b)AIza[0-9A-Za-z_-]{35}",
     ),
     rule(
         "azure-storage-account-key",
+        &["accountkey=", "sharedaccesskey="],
         Action::Redact,
         "an Azure storage account key or shared access key (connection strings)",
-        r"(?i:AccountKey|SharedAccessKey)=([A-Za-z0-9+/]{40,88}={0,2})",
+        r"(?i-u:AccountKey|SharedAccessKey)=([A-Za-z0-9+/]{40,88}={0,2})",
     ),
     rule(
         "azure-ad-client-secret",
+        &["q~"],
         Action::Redact,
         "an Azure AD (Entra ID) client secret",
-        r#"(?:^|[\\'"`\s>=:(,])([A-Za-z0-9_~.]{3}[0-9]Q~[A-Za-z0-9_~.-]{31,34})(?:$|[\\'"`\s<),])"#,
+        r#"(?:^|[\\'"` \t\n\r\x0B\x0C>=:(,])([A-Za-z0-9_~.]{3}[0-9]Q~[A-Za-z0-9_~.-]{31,34})(?:$|[\\'"` \t\n\r\x0B\x0C<),])"#,
     ),
     rule(
         "openai-api-key",
+        &["sk-"],
         Action::Redact,
         "an OpenAI API key (legacy or project/service-account/admin)",
-        r"\bsk-(?:(?:proj|svcacct|admin)-[A-Za-z0-9_-]{40,}|[A-Za-z0-9]{20}T3BlbkFJ[A-Za-z0-9]{20})",
+        r"(?-u:\b)sk-(?:(?:proj|svcacct|admin)-[A-Za-z0-9_-]{40,}|[A-Za-z0-9]{20}T3BlbkFJ[A-Za-z0-9]{20})",
     ),
     rule(
         "anthropic-api-key",
+        &["sk-ant-"],
         Action::Redact,
         "an Anthropic API key",
-        r"\bsk-ant-(?:api03|admin01)-[A-Za-z0-9_-]{80,}",
+        r"(?-u:\b)sk-ant-(?:api03|admin01)-[A-Za-z0-9_-]{80,}",
     ),
     rule(
         "huggingface-access-token",
+        &["hf_"],
         Action::Redact,
         "a Hugging Face access token",
-        r"\bhf_[A-Za-z]{34}\b",
+        r"(?-u:\b)hf_[A-Za-z]{34}(?-u:\b)",
     ),
     rule(
         "npm-access-token",
+        &["npm_"],
         Action::Redact,
         "an npm access token",
-        r"\bnpm_[A-Za-z0-9]{36}\b",
+        r"(?-u:\b)npm_[A-Za-z0-9]{36}(?-u:\b)",
     ),
     rule(
         "pypi-upload-token",
+        &["pypi-ageichlwas5vcmc"],
         Action::Redact,
         "a PyPI upload token",
         r"pypi-AgEIcHlwaS5vcmc[A-Za-z0-9_-]{50,}",
     ),
     rule(
         "sendgrid-api-token",
+        &["sg."],
         Action::Redact,
         "a SendGrid API key",
-        r"\bSG\.[A-Za-z0-9=_.-]{66}",
+        r"(?-u:\b)SG\.[A-Za-z0-9=_.-]{66}",
     ),
     rule(
         "digitalocean-pat",
+        &["dop_v1_"],
         Action::Redact,
         "a DigitalOcean personal access token",
-        r"\bdop_v1_[a-f0-9]{64}\b",
+        r"(?-u:\b)dop_v1_[a-f0-9]{64}(?-u:\b)",
     ),
     rule(
         "shopify-access-token",
+        &["shpat_", "shpca_", "shppa_", "shpss_"],
         Action::Redact,
         "a Shopify access token",
-        r"\bshp(?:at|ca|pa|ss)_[a-fA-F0-9]{32}\b",
+        r"(?-u:\b)shp(?:at|ca|pa|ss)_[a-fA-F0-9]{32}(?-u:\b)",
     ),
     rule(
         "jwt",
+        &["eyj"],
         Action::Redact,
         "a JSON Web Token",
-        r"\bey[A-Za-z0-9]{17,}\.ey[A-Za-z0-9/_-]{17,}\.(?:[A-Za-z0-9/_-]{10,}={0,2})?",
+        r"(?-u:\b)eyJ[A-Za-z0-9]{16,}\.eyJ[A-Za-z0-9/_-]{16,}\.(?:[A-Za-z0-9/_-]{10,}={0,2})?",
     ),
-    generic(
+    gated(
+        Gate::Random,
         "url-credentials",
+        &["://"],
         "a password in a URL (scheme://user:password@host)",
-        r#"\b[A-Za-z][A-Za-z0-9+.-]{1,20}://[^\s:/@"'`]{1,64}:([^\s:/@"'`$%{}<>]{8,128})@[A-Za-z0-9.-]+"#,
+        r#"(?-u:\b)[A-Za-z][A-Za-z0-9+.-]{1,20}://[^ \t\n\r\x0B\x0C:/@"'`]{1,64}:([^ \t\n\r\x0B\x0C:/@"'`$%{}<>]{8,128})@[A-Za-z0-9.-]+"#,
     ),
-    generic(
+    gated(
+        Gate::Random,
         "http-bearer-token",
+        &["bearer"],
         "a bearer token after `Bearer`",
-        r"\b(?i:bearer)[ \t]+([A-Za-z0-9._~+/-]{20,}=*)",
+        r"(?-u:\b)(?i-u:bearer)[ \t]+([A-Za-z0-9._~+/-]{20,}=*)",
     ),
-    generic(
+    gated(
+        Gate::Assignment,
         "generic-api-key",
+        &["passw", "pwd", "secret", "token", "key", "credential"],
         "a random-looking value assigned to a name such as password, secret, token or api_key",
-        r#"(?i:passw(?:or)?d|pwd|secret|token|(?:api|access|secret|private|signing|encryption|master|client|auth|app)[_.-]?key|apikey|credentials?)[A-Za-z0-9_.-]{0,20}["']?[ \t]*(?::=|=>|\|\|=|\?=|=|:)[ \t]*["'`]?([A-Za-z0-9_.+/~!@#%^&*=-][A-Za-z0-9_.+/~!@#%^&*=$-]{7,149})(?:["'`;,)\s\]}]|\\[nrt]|$)"#,
+        r#"(?i-u:passw(?:or)?d|pwd|secret|token|(?:api|access|secret|private|signing|encryption|master|client|auth|app)[_.-]?key|apikey|credentials?)[A-Za-z0-9_.-]{0,20}["']?[ \t]*(?::=|=>|\|\|=|\?=|=|:)[ \t]*["'`]?([A-Za-z0-9_/+][A-Za-z0-9_.+/~!@#%^&*=$-]{7,149})(?:["'`;,) \t\n\r\x0B\x0C\]}]|\\[nrt]|$)"#,
     ),
 ];
 
@@ -461,9 +523,13 @@ struct Compiled {
 }
 
 static COMPILED: LazyLock<Compiled> = LazyLock::new(|| {
+    let keywords = RULES.iter().map(|r| {
+        let words: Vec<String> = r.keywords.iter().map(|k| regex::escape(k)).collect();
+        format!("(?i-u:{})", words.join("|"))
+    });
     let patterns: Vec<String> = RULES.iter().map(|r| format!("(?m){}", r.regex)).collect();
     Compiled {
-        set: RegexSet::new(&patterns).expect("the built-in secret rules compile"),
+        set: RegexSet::new(keywords).expect("the built-in secret keywords compile"),
         regexes: patterns
             .iter()
             .map(|p| Regex::new(p).expect("the built-in secret rules compile"))
@@ -514,7 +580,15 @@ pub fn scan(text: &str) -> Verdict<'_> {
             let Some(m) = caps.get(1).or_else(|| caps.get(0)) else {
                 continue;
             };
-            if rule.generic && !looks_secret(m.as_str(), text[..m.start()].ends_with(is_quote)) {
+            let passes = match rule.gate {
+                Gate::Format => true,
+                Gate::Random => looks_random(m.as_str()),
+                Gate::Assignment => {
+                    !looks_like_code(m.as_str(), text[..m.start()].ends_with(is_quote))
+                        && looks_random(m.as_str())
+                }
+            };
+            if !passes {
                 continue;
             }
             if rule.action == Action::Skip {
@@ -597,29 +671,43 @@ fn entropy(s: &str) -> f64 {
         .sum()
 }
 
-/// The filters of generic assignments: random-looking, not code, not words.
-fn looks_secret(value: &str, quoted: bool) -> bool {
+/// A value that is code rather than a secret: a dotted reference (`os.environ`,
+/// `settings.SECRET_KEY`), a bare name or type (`API_KEY_FROM_ENV`, `AtomicU64`), an address
+/// (`user@host.example`).
+fn looks_like_code(value: &str, quoted: bool) -> bool {
+    let value = value.trim_end_matches(['.', ',']);
+    let ident = |b: u8| b.is_ascii_alphanumeric() || b == b'_' || b == b'$';
+    let name = |part: &str| {
+        !part.is_empty() && part.bytes().all(ident) && !part.as_bytes()[0].is_ascii_digit()
+    };
+    if value.contains('.') && value.split('.').all(name) {
+        return true;
+    }
+    // Long unquoted names with digits are kept: unquoted keys in YAML or INI files.
+    if !quoted
+        && value.bytes().all(ident)
+        && (value.len() < 16 || !value.bytes().any(|b| b.is_ascii_digit()))
+    {
+        return true;
+    }
+    // A password in a URL is `url-credentials`' business.
+    value.rsplit_once('@').is_some_and(|(_, host)| {
+        host.contains('.') && host.bytes().next().is_some_and(|b| b.is_ascii_alphabetic())
+    })
+}
+
+/// Random-looking: at least 8 characters, not words (lowercase, uppercase, or letters only and
+/// short: `Incorrect`, `DefaultToken`), and at least
+/// 3.5 bits of entropy per character or 85 % of the most a value of its length can have.
+fn looks_random(value: &str) -> bool {
     let value = value.trim_end_matches(['.', ',']);
     if value.len() < 8 {
         return false;
     }
-    let bytes = value.as_bytes();
-    let ident = |b: &u8| b.is_ascii_alphanumeric() || *b == b'_' || *b == b'$';
-    // A dotted reference: os.environ, settings.SECRET_KEY, self.token, com.example.app.
-    if value.split('.').all(|part| {
-        !part.is_empty() && part.bytes().all(|b| ident(&b)) && !part.as_bytes()[0].is_ascii_digit()
-    }) && value.contains('.')
-    {
-        return false;
-    }
-    // A bare name (a variable or constant) is code unless it has digits in it.
-    if !quoted && bytes.iter().all(ident) && !bytes.iter().any(u8::is_ascii_digit) {
-        return false;
-    }
-    // Words: changeme, my-app-secret, DEFAULT_TOKEN_NAME.
-    let sep = |b: &u8| matches!(b, b'_' | b'-' | b'.');
-    if bytes.iter().all(|b| b.is_ascii_lowercase() || sep(b))
-        || bytes.iter().all(|b| b.is_ascii_uppercase() || sep(b))
+    let sep = |b: u8| matches!(b, b'_' | b'-' | b'.');
+    if value.bytes().all(|b| b.is_ascii_lowercase() || sep(b))
+        || value.bytes().all(|b| b.is_ascii_uppercase() || sep(b))
+        || (value.len() < 20 && value.bytes().all(|b| b.is_ascii_alphabetic() || sep(b)))
     {
         return false;
     }
@@ -839,6 +927,14 @@ mod tests {
             "DATABASE_URL=postgres://postgres:postgres@localhost/app",
             "the key is AKIA followed by sixteen characters",
             "ghp_ tokens are 40 characters long",
+            "    pub tokens_sent: AtomicU64,",
+            "            token: &t.token,",
+            "    token_env = %c.token_env,",
+            "    description: \"cloud credentials: .aws/credentials, credentials.db\",",
+            "    \"https://x-access-token:ghp_secret@github.com/pallets/flask.git\",",
+            "    \"email_password\": \"j.doe+test@example.com\",",
+            "    INCORRECT_PASSWD = \"Incorrect\"",
+            "    api_key = \"DefaultApiKeyName\"",
         ] {
             assert_eq!(rule_of(&format!("{clean}\n")), None, "{clean}");
         }
