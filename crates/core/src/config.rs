@@ -96,6 +96,10 @@ pub struct QueryConfig {
     pub candidates: usize,
     /// HNSW breadth of search (usearch `expansion_search`): recall against latency.
     pub ef_search: usize,
+    /// A filter (a restricted token, `lang`, `path`) that admits less than this fraction of a
+    /// segment's docs is searched by an exact scan of those docs instead of the filtered
+    /// HNSW walk, which visits most of the graph to find them.
+    pub exact_scan_below: f64,
     /// Largest `k` a request may ask for.
     pub max_k: usize,
     /// Longest query accepted, in bytes.
@@ -137,6 +141,7 @@ impl Default for QueryConfig {
             phrase_weight: 6.0,
             candidates: 50,
             ef_search: 128,
+            exact_scan_below: 0.03,
             max_k: 100,
             max_query_bytes: 8192,
             max_query_terms: 64,

@@ -210,6 +210,13 @@ pub fn candidates(
         .as_ref()
         .is_some_and(|s| s.dtype.contains("binary"));
 
+    let arm = VectorArm {
+        vector,
+        n: per_arm,
+        dims,
+        binary,
+        exact_below: params.exact_scan_below,
+    };
     type Arm = Vec<Candidate>;
     let per_segment: Vec<Result<(Arm, Arm), QueryError>> = generation
         .segments
@@ -222,7 +229,7 @@ pub fn candidates(
             }
             let si = si as u32;
             let (v, l) = rayon::join(
-                || vector_arm(seg, &f, vector, per_arm, dims, binary, si),
+                || vector_arm(seg, &f, &arm, si),
                 || match &text_query {
                     Some(q) => lexical_arm(seg, &f, q, per_arm, si),
                     None => Ok(Vec::new()),
@@ -351,35 +358,63 @@ pub const MEMBER_SYMBOL: f64 = 0.5;
 /// A member name defined more often than this says too little to boost any of them.
 pub const MAX_MEMBER_MATCHES: usize = 3;
 
-fn vector_arm(
-    seg: &Segment,
-    f: &SegFilter,
-    vector: Option<&VectorData>,
+/// What the vector arm searches with, the same for every segment.
+struct VectorArm<'a> {
+    vector: Option<&'a VectorData>,
+    /// Candidates to take.
     n: usize,
     dims: u32,
     binary: bool,
+    /// `query.exact_scan_below`.
+    exact_below: f64,
+}
+
+fn vector_arm(
+    seg: &Segment,
+    f: &SegFilter,
+    arm: &VectorArm<'_>,
     si: u32,
 ) -> Result<Vec<Candidate>, QueryError> {
+    let VectorArm {
+        vector,
+        n,
+        dims,
+        binary,
+        exact_below,
+    } = *arm;
     let (Some(index), Some(q)) = (&seg.vectors, vector) else {
         return Ok(Vec::new());
     };
     let all = f.passes_all();
     let pred = |key: u64| f.ok(key);
-    let r = match q {
-        VectorData::F32(v) if all => index.search(v, n),
-        VectorData::F32(v) => index.filtered_search(v, n, pred),
-        VectorData::I8(v) if all => index.search(v, n),
-        VectorData::I8(v) => index.filtered_search(v, n, pred),
-        VectorData::Bits(b) if all => index.search(usearch::b1x8::from_u8s(b), n),
-        VectorData::Bits(b) => index.filtered_search(usearch::b1x8::from_u8s(b), n, pred),
-    }
-    .map_err(|e| QueryError::Index(format!("vector search in {}: {e}", seg.dir)))?;
-    Ok(r.keys
-        .iter()
-        .zip(&r.distances)
+    let err =
+        |e: &dyn std::fmt::Display| QueryError::Index(format!("vector search in {}: {e}", seg.dir));
+    // A filter that admits few docs makes the filtered HNSW walk most of the graph to find
+    // them: below `exact_below` of the segment, scanning the admitted docs is faster.
+    let exact = if all {
+        None
+    } else {
+        selective(seg.docs.len(), exact_below, n, &pred)
+    };
+    let pairs: Vec<(u64, f32)> = if let Some(keys) = exact {
+        exact_scan(index, q, &keys, n)?
+    } else {
+        let r = match q {
+            VectorData::F32(v) if all => index.search(v, n),
+            VectorData::F32(v) => index.filtered_search(v, n, pred),
+            VectorData::I8(v) if all => index.search(v, n),
+            VectorData::I8(v) => index.filtered_search(v, n, pred),
+            VectorData::Bits(b) if all => index.search(usearch::b1x8::from_u8s(b), n),
+            VectorData::Bits(b) => index.filtered_search(usearch::b1x8::from_u8s(b), n, pred),
+        }
+        .map_err(|e| err(&e))?;
+        r.keys.into_iter().zip(r.distances).collect()
+    };
+    Ok(pairs
+        .into_iter()
         // A filtered search may return fewer keys; never trust one that fails the filter.
-        .filter(|(key, _)| f.ok(**key))
-        .map(|(&key, &d)| {
+        .filter(|(key, _)| f.ok(*key))
+        .map(|(key, d)| {
             let sim = if binary {
                 1.0 - f64::from(d) / f64::from(dims)
             } else {
@@ -388,6 +423,98 @@ fn vector_arm(
             (si, key as u32, sim)
         })
         .collect())
+}
+
+/// Docs sampled to estimate a filter's selectivity before deciding how to search.
+const SELECTIVITY_SAMPLE: usize = 1024;
+
+/// The keys `ok` admits among `0..docs`, when they are few enough for an exact scan: at most
+/// `n` (the scan returns them all), or under `fraction` of the docs. The fraction is first
+/// estimated on an even sample, so a filter that admits many costs ~1,000 predicate calls,
+/// not one per doc.
+fn selective(docs: usize, fraction: f64, n: usize, ok: &dyn Fn(u64) -> bool) -> Option<Vec<u64>> {
+    if docs == 0 {
+        return None;
+    }
+    let step = (docs / SELECTIVITY_SAMPLE).max(1);
+    let sampled = (0..docs).step_by(step);
+    let (seen, hit) = sampled.fold((0usize, 0usize), |(s, h), o| {
+        (s + 1, h + usize::from(ok(o as u64)))
+    });
+    if hit as f64 > fraction * seen as f64 * 2.0 && hit * step > n {
+        // Clearly not selective (the factor 2 leaves room for sampling error).
+        return None;
+    }
+    let keys: Vec<u64> = (0..docs as u64).filter(|&o| ok(o)).collect();
+    (keys.len() <= n || (keys.len() as f64) < fraction * docs as f64).then_some(keys)
+}
+
+/// The `n` nearest of `keys` to `q`, by the index's own metric, computed one by one: a
+/// distance per admitted doc instead of a graph walk. Distances are those usearch reports
+/// for the same pairs — inner product distance (`1 - a·b`) for float, cosine distance for
+/// int8, Hamming for bits — ties broken by key.
+pub fn exact_scan(
+    index: &usearch::Index,
+    q: &VectorData,
+    keys: &[u64],
+    n: usize,
+) -> Result<Vec<(u64, f32)>, QueryError> {
+    let dims = index.dimensions();
+    let get_err = |e: &dyn std::fmt::Display| QueryError::Index(format!("reading a vector: {e}"));
+    let mut out: Vec<(u64, f32)> = Vec::with_capacity(keys.len());
+    match q {
+        VectorData::F32(qv) => {
+            let mut buf = vec![0f32; dims];
+            for &k in keys {
+                if index.get(k, &mut buf).map_err(|e| get_err(&e))? == 0 {
+                    continue;
+                }
+                let dot: f64 = qv
+                    .iter()
+                    .zip(&buf)
+                    .map(|(a, b)| f64::from(*a) * f64::from(*b))
+                    .sum();
+                out.push((k, (1.0 - dot) as f32));
+            }
+        }
+        VectorData::I8(qv) => {
+            let mut buf = vec![0i8; dims];
+            let qq: f64 = qv.iter().map(|a| f64::from(*a) * f64::from(*a)).sum();
+            for &k in keys {
+                if index.get(k, &mut buf).map_err(|e| get_err(&e))? == 0 {
+                    continue;
+                }
+                let (mut ab, mut bb) = (0f64, 0f64);
+                for (a, b) in qv.iter().zip(&buf) {
+                    ab += f64::from(*a) * f64::from(*b);
+                    bb += f64::from(*b) * f64::from(*b);
+                }
+                let d = if qq == 0.0 || bb == 0.0 {
+                    1.0
+                } else {
+                    1.0 - ab / (qq.sqrt() * bb.sqrt())
+                };
+                out.push((k, d as f32));
+            }
+        }
+        VectorData::Bits(qb) => {
+            let mut buf = vec![usearch::b1x8(0); dims.div_ceil(8)];
+            for &k in keys {
+                if index.get(k, &mut buf).map_err(|e| get_err(&e))? == 0 {
+                    continue;
+                }
+                let d: u32 = usearch::b1x8::to_u8s(&buf)
+                    .iter()
+                    .zip(qb)
+                    .map(|(a, b)| (a ^ b).count_ones())
+                    .sum();
+                out.push((k, d as f32));
+            }
+        }
+    }
+    out.sort_by(|a, b| a.1.total_cmp(&b.1).then(a.0.cmp(&b.0)));
+    out.truncate(n);
+    Ok(out)
 }
 
 fn lexical_arm(
@@ -650,8 +777,81 @@ fn expand_one(generation: &Generation, d: &DocRow, h: &mut Hit, access: &Access)
 }
 
 #[cfg(test)]
-mod cap_tests {
+mod tests {
     use super::*;
+
+    /// A usearch index of `n` vectors of `space`, and the graph walk made exhaustive.
+    fn index_of(space: &trawl_compactor::SpaceInfo, vectors: &[VectorData]) -> usearch::Index {
+        let index = usearch::Index::new(&space.index_options().unwrap()).unwrap();
+        index.reserve(vectors.len()).unwrap();
+        for (k, v) in vectors.iter().enumerate() {
+            match v {
+                VectorData::F32(f) => index.add(k as u64, f).unwrap(),
+                VectorData::I8(i) => index.add(k as u64, i).unwrap(),
+                VectorData::Bits(b) => index.add(k as u64, usearch::b1x8::from_u8s(b)).unwrap(),
+            }
+        }
+        index.change_expansion_search(vectors.len());
+        index
+    }
+
+    #[test]
+    fn the_exact_scan_finds_what_the_filtered_graph_walk_finds() {
+        let dims = 48;
+        let unit = |seed: u64| trawl_compactor::testing::unit(seed, dims);
+        let float = trawl_compactor::SpaceInfo {
+            model: "t".into(),
+            dims: dims as u32,
+            dtype: "float".into(),
+        };
+        let int8 = trawl_compactor::SpaceInfo {
+            dtype: "int8".into(),
+            ..float.clone()
+        };
+        let n = 2000u64;
+        let as_i8 = |v: Vec<f32>| VectorData::I8(v.iter().map(|x| (x * 127.0) as i8).collect());
+        for (space, vectors, query) in [
+            (
+                &float,
+                (0..n).map(|i| VectorData::F32(unit(i))).collect::<Vec<_>>(),
+                VectorData::F32(unit(9_999)),
+            ),
+            (
+                &int8,
+                (0..n).map(|i| as_i8(unit(i))).collect(),
+                as_i8(unit(9_999)),
+            ),
+        ] {
+            let index = index_of(space, &vectors);
+            for modulus in [3u64, 40, 400] {
+                let ok = |k: u64| k % modulus == 1;
+                let keys: Vec<u64> = (0..n).filter(|&k| ok(k)).collect();
+                let ann = match &query {
+                    VectorData::F32(q) => index.filtered_search(q, 10, ok),
+                    VectorData::I8(q) => index.filtered_search(q, 10, ok),
+                    VectorData::Bits(_) => unreachable!(),
+                }
+                .unwrap();
+                let exact = exact_scan(&index, &query, &keys, 10).unwrap();
+                let exact_keys: Vec<u64> = exact.iter().map(|p| p.0).collect();
+                assert_eq!(ann.keys, exact_keys, "{} 1/{modulus}", space.dtype);
+                for ((_, d), a) in exact.iter().zip(&ann.distances) {
+                    assert!((d - a).abs() < 1e-5, "{} {d} {a}", space.dtype);
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn only_a_selective_filter_is_scanned() {
+        let few = |k: u64| k.is_multiple_of(100);
+        let keys = selective(10_000, 0.05, 10, &few).unwrap();
+        assert_eq!(keys.len(), 100);
+        assert!(selective(10_000, 0.05, 10, &|k| k.is_multiple_of(2)).is_none());
+        // Fewer admitted docs than asked for: scanned whatever the fraction.
+        assert_eq!(selective(10_000, 0.0, 200, &few).unwrap().len(), 100);
+        assert!(selective(0, 0.05, 10, &few).is_none());
+    }
 
     #[test]
     fn a_long_query_is_cut_to_the_term_limit() {
