@@ -154,3 +154,58 @@ async fn the_live_set_follows_adds_modifies_deletes_renames_and_force_pushes() {
     assert_eq!(m2.counts.text_only, 0);
     assert_eq!(m2.source_runs.len(), 1);
 }
+
+#[tokio::test]
+async fn the_inputs_fingerprint_changes_exactly_when_the_live_set_can() {
+    use trawl_compactor::live::inputs_fingerprint;
+    let h = Harness::new().with_inproc_bus();
+    let src = SourceRepo::new();
+    src.commit(&[("a.py", file("def alpha():\n    return 1\n"))], false);
+    index(&h, &src, false).await;
+    let text_only = inputs_fingerprint(&h.store, Some(&space())).await.unwrap();
+    // Vectors arriving change it (text-only docs gain their vector).
+    index(&h, &src, true).await;
+    let embedded = inputs_fingerprint(&h.store, Some(&space())).await.unwrap();
+    assert_ne!(text_only, embedded);
+    // A run that changed nothing leaves it.
+    index(&h, &src, true).await;
+    assert_eq!(
+        inputs_fingerprint(&h.store, Some(&space())).await.unwrap(),
+        embedded
+    );
+    // Another space, or a changed file, changes it.
+    let other = SpaceInfo {
+        dims: 64,
+        ..space()
+    };
+    assert_ne!(
+        inputs_fingerprint(&h.store, Some(&other)).await.unwrap(),
+        embedded
+    );
+    src.commit(&[("a.py", file("def alpha():\n    return 2\n"))], false);
+    index(&h, &src, true).await;
+    assert_ne!(
+        inputs_fingerprint(&h.store, Some(&space())).await.unwrap(),
+        embedded
+    );
+}
+
+#[test]
+fn an_unchanged_index_run_keeps_the_live_generation_instead_of_building_one() {
+    let src = SourceRepo::named("steady");
+    src.commit(
+        &[("a.py", file("def steady_state():\n    return 1\n"))],
+        false,
+    );
+    let work = tempfile::tempdir().unwrap();
+    let first = crate::search::index(work.path(), &[&src.path()], "hash");
+    assert!(first.contains("generation 1"), "{first}");
+    let again = crate::search::index(work.path(), &[&src.path()], "hash");
+    assert!(again.contains("generation 1 live"), "{again}");
+    src.commit(
+        &[("a.py", file("def steady_state():\n    return 2\n"))],
+        false,
+    );
+    let changed = crate::search::index(work.path(), &[&src.path()], "hash");
+    assert!(changed.contains("generation 2"), "{changed}");
+}

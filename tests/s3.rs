@@ -116,3 +116,85 @@ async fn store_on_s3_with_a_wrong_secret_says_so() {
         "{err}"
     );
 }
+
+/// Runs `trawl index` on a store in the test server, with credentials only from an AWS
+/// profile whose `credential_process` prints `secret`.
+fn index_with_profile(server: &S3Server, secret: &str) -> std::process::Output {
+    let dir = tempfile::tempdir().unwrap();
+    let script = dir.path().join("creds.sh");
+    std::fs::write(
+        &script,
+        format!(
+            "#!/bin/sh\necho '{{\"Version\": 1, \"AccessKeyId\": \"{}\", \"SecretAccessKey\": \"{secret}\"}}'\n",
+            trawl_core::s3_testing::ACCESS_KEY
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(&script, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let config = dir.path().join("config");
+    std::fs::write(
+        &config,
+        format!(
+            "[profile ci]\nregion = us-east-1\ncredential_process = {}\n",
+            script.display()
+        ),
+    )
+    .unwrap();
+    let src = crate::support::SourceRepo::named("profiled");
+    src.commit(
+        &[(
+            "lib/a.py",
+            crate::support::file("def profiled_credentials():\n    return 1\n"),
+        )],
+        false,
+    );
+    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_trawl"));
+    for (k, _) in std::env::vars() {
+        if k.starts_with("TRAWL_") || k.starts_with("AWS_") {
+            cmd.env_remove(k);
+        }
+    }
+    cmd.current_dir(dir.path())
+        .env("AWS_CONFIG_FILE", &config)
+        .env(
+            "AWS_SHARED_CREDENTIALS_FILE",
+            dir.path().join("no-credentials"),
+        )
+        .env("AWS_PROFILE", "ci")
+        .env("AWS_EC2_METADATA_DISABLED", "true")
+        .env("AWS_REGION", "us-east-1")
+        .env("AWS_ENDPOINT", &server.endpoint)
+        .env("AWS_ALLOW_HTTP", "true")
+        .env("AWS_TIMEOUT", "5s")
+        .args([
+            "--store",
+            "s3://trawl/org",
+            "--set",
+            "fetch.cache_dir=mirrors",
+        ])
+        .args(["index", "--embedder", "hash"])
+        .arg(src.path())
+        .output()
+        .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn s3_credentials_come_from_an_aws_profile_through_the_sdk_chain() {
+    let server = S3Server::start(&["trawl"]).await.unwrap();
+    // credential_process is a source object_store does not read: only the SDK's chain does.
+    let out = index_with_profile(&server, trawl_core::s3_testing::SECRET_KEY);
+    assert!(
+        out.status.success(),
+        "stderr:\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(server.root().join("trawl/org/index/CURRENT").is_file());
+    // The keys really come from the process: wrong ones are refused by the server.
+    let out = index_with_profile(&server, "not-the-secret");
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr).to_lowercase();
+    assert!(
+        stderr.contains("403") || stderr.contains("signature") || stderr.contains("access denied"),
+        "{stderr}"
+    );
+}

@@ -205,15 +205,17 @@ pub async fn run(cfg: &Config, args: Args) -> anyhow::Result<ExitCode> {
         let kept = trawl_compactor::retention::retain(
             &store,
             &trawl_compactor::retention::RetentionOptions {
-                run_reports: (days > 0).then(|| std::time::Duration::from_secs(days * 86_400)),
+                run_reports: days_or_none(days),
+                large_payloads: days_or_none(cfg.compact.retain_bus_large_days),
                 grace: std::time::Duration::from_secs(cfg.compact.gc_grace_secs),
             },
         )
         .await
         .context("applying retention")?;
         println!(
-            "retention: {} run reports, {} superseded manifests, {} repositories no longer listed ({} objects) deleted",
+            "retention: {} run reports, {} large bus payloads, {} superseded manifests, {} repositories no longer listed ({} objects) deleted",
             kept.run_reports,
+            kept.large_payloads,
             kept.manifests,
             kept.removed_repos.len(),
             kept.removed_repo_objects
@@ -261,6 +263,11 @@ pub async fn run(cfg: &Config, args: Args) -> anyhow::Result<ExitCode> {
     }
 }
 
+/// `days` as a duration; 0 means "keep forever".
+fn days_or_none(days: u64) -> Option<std::time::Duration> {
+    (days > 0).then(|| std::time::Duration::from_secs(days * 86_400))
+}
+
 /// Whether `e` is another compactor holding the lease.
 fn is_busy(e: &anyhow::Error) -> bool {
     e.chain().any(|c| {
@@ -281,8 +288,10 @@ async fn once(
     let started = std::time::Instant::now();
     let space = space(cfg, args.embedder.as_deref());
     let (set, waited) = if args.wait {
-        let Some((c, set)) = wait(cfg, store, space.as_ref(), args, totals).await? else {
-            return Ok(ExitCode::from(3));
+        let (c, set) = match wait(cfg, store, space.as_ref(), args, totals).await? {
+            Waited::Ready(c, set) => (c, set),
+            Waited::NoRun => return Ok(ExitCode::from(3)),
+            Waited::Unchanged => return Ok(ExitCode::SUCCESS),
         };
         (Some(set), Some((c, started.elapsed().as_secs_f64())))
     } else {
@@ -355,16 +364,25 @@ async fn finish(
     Ok(code)
 }
 
+/// How [`wait`] ended.
+enum Waited {
+    /// The run is complete, or the deadline came: build from this live set.
+    Ready(Completion, trawl_compactor::live::LiveSet),
+    /// No fetch run finished before the deadline.
+    NoRun,
+    /// The run changed nothing the live generation was built from.
+    Unchanged,
+}
+
 /// Polls the store until a fetch run newer than the live generation has finished and is
-/// chunked and embedded, or the deadline. `None`: no fetch run finished before the deadline
-/// (nothing to build).
+/// chunked and embedded, or the deadline.
 async fn wait(
     cfg: &Config,
     store: &trawl_core::store::Store,
     space: Option<&SpaceInfo>,
     args: &Args,
     totals: &Totals,
-) -> anyhow::Result<Option<(Completion, trawl_compactor::live::LiveSet)>> {
+) -> anyhow::Result<Waited> {
     let version = trawl_chunk_worker::part_version(crate::chunk_worker::strategy(cfg)?);
     let deadline = tokio::time::Instant::now() + args.deadline;
     let status = Arc::new(std::sync::Mutex::new(String::from("looking at the store")));
@@ -411,7 +429,7 @@ async fn wait(
                 ),
                 None => eprintln!("compactor: no fetch run has finished; nothing to build"),
             }
-            return Ok(None);
+            return Ok(Waited::NoRun);
         }
         set_status(match &built {
             Some((g, _)) => format!("waiting for a fetch run newer than generation {g}"),
@@ -423,6 +441,18 @@ async fn wait(
         "compactor: fetch run {} finished at {}; waiting for it to be chunked and embedded",
         run.run, run.finished_at
     );
+    // An unchanged night: the inputs are those of a live generation that waits for nothing.
+    if !args.full
+        && let (_, Some(m)) = unchanged_since(store, space).await?
+        && m.counts.text_only == 0
+    {
+        live.finish();
+        eprintln!(
+            "compactor: fetch run {} changed nothing generation {} was built from; nothing to build",
+            run.run, m.generation
+        );
+        return Ok(Waited::Unchanged);
+    }
     loop {
         let (c, set) = trawl_compactor::live::completion(store, space, &version)
             .await
@@ -448,10 +478,25 @@ async fn wait(
                     c.files, c.chunks_embedded
                 );
             }
-            return Ok(Some((c, set)));
+            return Ok(Waited::Ready(c, set));
         }
         tokio::time::sleep_until(deadline.min(tokio::time::Instant::now() + args.poll)).await;
     }
+}
+
+/// The fingerprint of the live set's inputs now, and the live generation when it was built
+/// from exactly those.
+async fn unchanged_since(
+    store: &trawl_core::store::Store,
+    space: Option<&SpaceInfo>,
+) -> anyhow::Result<(String, Option<trawl_compactor::Manifest>)> {
+    let now = trawl_compactor::live::inputs_fingerprint(store, space)
+        .await
+        .context("listing the live set's inputs")?;
+    let live = trawl_compactor::generation::live(store)
+        .await?
+        .filter(|m| m.inputs.as_deref() == Some(now.as_str()));
+    Ok((now, live))
 }
 
 /// Builds the next generation from the live set and makes it live.
@@ -474,6 +519,19 @@ pub async fn build_from(
     full: bool,
     progress: &Live,
 ) -> anyhow::Result<trawl_compactor::Manifest> {
+    // Fingerprinted before the live set is read: inputs that change meanwhile make the next
+    // compaction differ, never the other way round.
+    let (inputs, unchanged) = unchanged_since(store, space.as_ref()).await?;
+    if !full
+        && set.is_none()
+        && let Some(m) = unchanged
+    {
+        eprintln!(
+            "compact: nothing changed since generation {} was built; it stays live",
+            m.generation
+        );
+        return Ok(m);
+    }
     let set = match set {
         Some(s) => s,
         None => trawl_compactor::live::live_set(store, space.as_ref())
@@ -486,6 +544,7 @@ pub async fn build_from(
         max_segments: cfg.compact.max_segments,
         merge_tombstone_ratio: cfg.compact.merge_tombstone_ratio,
         source_runs: set.runs.clone(),
+        inputs: Some(inputs),
         lease_ttl: std::time::Duration::from_secs(cfg.compact.lease_ttl_secs),
         ..BuildOptions::default()
     };

@@ -46,6 +46,8 @@ pub struct BuildOptions {
     pub threads: usize,
     /// Run ids recorded in the manifest.
     pub source_runs: Vec<String>,
+    /// The fingerprint of the live set's inputs, recorded in the manifest.
+    pub inputs: Option<String>,
     /// How long the compactor lease lasts without renewal (it is renewed every third of it
     /// while the build runs): a compactor that dies holds the index for at most this long.
     pub lease_ttl: std::time::Duration,
@@ -60,6 +62,7 @@ impl Default for BuildOptions {
             merge_tombstone_ratio: 0.25,
             threads: std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get),
             source_runs: Vec::new(),
+            inputs: None,
             lease_ttl: std::time::Duration::from_secs(120),
         }
     }
@@ -349,6 +352,7 @@ async fn build_leased(
         source_runs: opts.source_runs.clone(),
         previous: current.as_ref().map(|(c, _)| c.generation),
         build: stats,
+        inputs: opts.inputs.clone(),
     };
     let hash = generation::put_manifest(store, &manifest).await?;
     progress.swapping(next);

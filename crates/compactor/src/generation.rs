@@ -131,6 +131,10 @@ pub struct Manifest {
     pub source_runs: Vec<String>,
     pub previous: Option<u64>,
     pub build: BuildStats,
+    /// [`crate::live::inputs_fingerprint`] of what it was built from, when known: a later
+    /// compaction with the same inputs has nothing to build.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub inputs: Option<String>,
 }
 
 /// `index/gen=<n>/`.

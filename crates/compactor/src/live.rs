@@ -83,6 +83,49 @@ pub async fn listed_states(store: &Store) -> Result<Vec<RepoState>, CompactError
     Ok(states)
 }
 
+/// A fingerprint of everything a live set is computed from: the repository list, the listed
+/// repositories' states (last commit of each), the chunk parts and the vector space's
+/// embedding parts (by key), and the space itself. Equal fingerprints give equal live sets, so
+/// a compaction whose inputs match the live generation's has nothing to do — found from
+/// listings and small objects, without the join over every part.
+pub async fn inputs_fingerprint(
+    store: &Store,
+    space: Option<&SpaceInfo>,
+) -> Result<String, CompactError> {
+    let mut h = blake3::Hasher::new_derive_key("trawl 2026-11-30 live-set inputs v1");
+    let mut field = |label: &str, value: &str| {
+        h.update(label.as_bytes());
+        h.update(&[0]);
+        h.update(value.as_bytes());
+        h.update(&[0]);
+    };
+    if let Some(l) = store.get_json::<RepoList>(keys::REPO_LIST).await? {
+        let mut repos: Vec<String> = l.repos.iter().map(ToString::to_string).collect();
+        repos.sort();
+        field("list", &repos.join("\n"));
+    }
+    let mut states: Vec<(String, String)> = listed_states(store)
+        .await?
+        .into_iter()
+        .map(|s| (s.repo.to_string(), s.last_commit.to_string()))
+        .collect();
+    states.sort();
+    for (repo, commit) in &states {
+        field(repo, commit);
+    }
+    for key in store.list("chunks/").await? {
+        field("chunk part", &key);
+    }
+    if let Some(s) = space {
+        field("space", &keys::space(&s.model, s.dims, &s.dtype));
+        let dir = keys::embedding_space(&keys::space(&s.model, s.dims, &s.dtype));
+        for key in store.list(&dir).await? {
+            field("embedding part", &key);
+        }
+    }
+    Ok(h.finalize().to_hex().to_string())
+}
+
 /// Computes the live set; vectors come from `space` (`None`: text only).
 pub async fn live_set(store: &Store, space: Option<&SpaceInfo>) -> Result<LiveSet, CompactError> {
     let q = |e: datafusion::error::DataFusionError| CompactError::Query(e.to_string());

@@ -1,6 +1,6 @@
 //! Retention for what grows with every run beside the index generations (which [`crate::gc`]
-//! collects): run reports, superseded repository manifests, and every object of a repository
-//! that left the list.
+//! collects): run reports, large bus payloads, superseded repository manifests, and every
+//! object of a repository that left the list.
 //!
 //! Nothing younger than the grace period is touched, so a fetch or chunk run in flight (whose
 //! new manifest is written before its state) never loses what it just wrote. Chunk and
@@ -22,6 +22,9 @@ pub struct RetentionOptions {
     /// Run reports older than this are deleted (the newest of each stage always stays);
     /// `None` keeps them all.
     pub run_reports: Option<Duration>,
+    /// Large Kafka payloads (`bus/large/`) older than this are deleted: a message that still
+    /// refers to one has outlived the topic's own retention. `None` keeps them.
+    pub large_payloads: Option<Duration>,
     /// Nothing modified more recently than this is deleted.
     pub grace: Duration,
 }
@@ -30,6 +33,7 @@ pub struct RetentionOptions {
 #[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize)]
 pub struct RetentionReport {
     pub run_reports: u64,
+    pub large_payloads: u64,
     pub manifests: u64,
     /// Repositories no longer on the list whose objects were deleted.
     pub removed_repos: Vec<String>,
@@ -49,6 +53,14 @@ pub async fn retain(
     let mut report = RetentionReport::default();
     if let Some(age) = opts.run_reports {
         report.run_reports = run_reports(store, age.max(opts.grace)).await?;
+    }
+    if let Some(age) = opts.large_payloads {
+        for (key, modified) in store.list_modified("bus/large/").await? {
+            if older_than(modified, age.max(opts.grace)) {
+                store.delete(&key).await?;
+                report.large_payloads += 1;
+            }
+        }
     }
 
     let list: Option<HashSet<RepoId>> = store
@@ -186,6 +198,7 @@ mod tests {
         // Within the grace period nothing goes.
         let hour = RetentionOptions {
             run_reports: None,
+            large_payloads: None,
             grace: Duration::from_secs(3600),
         };
         assert_eq!(
@@ -195,6 +208,7 @@ mod tests {
 
         let now = RetentionOptions {
             run_reports: None,
+            large_payloads: None,
             grace: Duration::ZERO,
         };
         let r = retain(&store, &now).await.unwrap();
@@ -232,7 +246,7 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn old_run_reports_go_but_the_newest_of_each_stage_stays() {
+    async fn old_run_reports_and_large_payloads_go_but_the_newest_report_of_each_stage_stays() {
         let store = Store::memory();
         for (run, stage) in [
             ("r1", "fetch"),
@@ -248,11 +262,22 @@ mod tests {
                 .await
                 .unwrap();
         }
-        let opts = RetentionOptions {
+        store
+            .put("bus/large/abc", Bytes::from_static(b"payload"))
+            .await
+            .unwrap();
+        let keep_large = RetentionOptions {
             run_reports: Some(Duration::ZERO),
+            large_payloads: Some(Duration::from_secs(86_400)),
             grace: Duration::ZERO,
         };
-        assert_eq!(retain(&store, &opts).await.unwrap().run_reports, 2);
+        let r = retain(&store, &keep_large).await.unwrap();
+        assert_eq!((r.run_reports, r.large_payloads), (2, 0));
+        let opts = RetentionOptions {
+            large_payloads: Some(Duration::ZERO),
+            ..keep_large
+        };
+        assert_eq!(retain(&store, &opts).await.unwrap().large_payloads, 1);
         assert_eq!(
             store.list("runs/").await.unwrap(),
             ["runs/r2.json", "runs/r4.json"]

@@ -235,6 +235,9 @@ pub struct CompactConfig {
     pub lease_ttl_secs: u64,
     /// `--gc` deletes run reports older than this (days; 0 keeps them).
     pub retain_runs_days: u64,
+    /// `--gc` deletes large Kafka payloads (`bus/large/`) older than this (days; 0 keeps
+    /// them): longer than the topics' own retention.
+    pub retain_bus_large_days: u64,
 }
 
 impl Default for CompactConfig {
@@ -247,6 +250,7 @@ impl Default for CompactConfig {
             gc_grace_secs: 3600,
             lease_ttl_secs: 120,
             retain_runs_days: 30,
+            retain_bus_large_days: 14,
         }
     }
 }

@@ -9,6 +9,7 @@
 //! Dependency direction is one way: `core ← stage crates ← cli`. Stage crates never depend
 //! on each other; they meet only in these types.
 
+pub mod aws_credentials;
 pub mod bus;
 pub mod config;
 mod error;

@@ -68,6 +68,17 @@ impl Store {
                     .map_err(|e| bad(e.to_string()))?;
                 builder = builder.with_config(key, *v);
             }
+            // Keys given here or in the environment are used as they are; otherwise the AWS
+            // SDK's chain resolves them (profiles, SSO, credential_process, assume-role, web
+            // identity, ECS, instance metadata).
+            let static_keys = std::env::var_os("AWS_ACCESS_KEY_ID").is_some()
+                || s3_options
+                    .iter()
+                    .any(|(k, _)| k.eq_ignore_ascii_case("aws_access_key_id"));
+            if !static_keys {
+                builder =
+                    builder.with_credentials(Arc::new(crate::aws_credentials::AwsChain::default()));
+            }
             let s3 = builder.build().map_err(|e| bad(e.to_string()))?;
             return Ok(Self {
                 inner: Arc::new(s3),
