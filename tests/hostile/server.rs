@@ -230,9 +230,13 @@ fn a_web_page_cannot_drive_a_laptop_server_csrf_or_dns_rebinding() {
 }
 
 #[test]
-fn connections_that_send_half_a_header_are_closed_after_the_header_timeout() {
+fn connections_that_send_half_a_header_or_body_are_cut_off_after_their_timeout() {
     let (work, store) = visible_index();
-    let s = Server::start(work.path(), &store, "[serve]\nheader_timeout_secs = 1\n");
+    let s = Server::start(
+        work.path(),
+        &store,
+        "[serve]\nheader_timeout_secs = 1\nbody_timeout_secs = 1\n",
+    );
     let mut slow: Vec<TcpStream> = (0..50)
         .map(|_| {
             let mut c = TcpStream::connect(&s.addr).unwrap();
@@ -254,6 +258,16 @@ fn connections_that_send_half_a_header_are_closed_after_the_header_timeout() {
             Err(e) => panic!("connection {i} is still open: {e}"),
         }
     }
+    // A body that stops half way is answered 408 when its time is up.
+    let (status, _, body) = exchange(
+        &s.addr,
+        &format!(
+            "POST /v1/search HTTP/1.1\r\nHost: {}\r\nContent-Type: application/json\r\nContent-Length: 400\r\n\r\n{{\"query\": \"fet",
+            s.addr
+        ),
+    );
+    assert_eq!(status, 408, "{body}");
+    assert!(body.contains("serve.body_timeout_secs"), "{body}");
     // The server is still there for well-behaved clients.
     let (status, _, body) = post(&s.addr, &s.addr, "application/json", QUERY);
     assert_eq!(status, 200, "{body}");
@@ -292,20 +306,27 @@ impl StuckReranker {
     }
 }
 
-#[test]
-fn a_saturated_server_answers_503_with_retry_after_and_keeps_the_reranker_s_words_to_itself() {
+/// `trawl serve` with `config` and a reranker that hangs on its first request.
+fn with_stuck_reranker(config: &str) -> (tempfile::TempDir, StuckReranker, Server) {
     let (work, store) = visible_index();
     let reranker = StuckReranker::start();
     let s = Server::start_with(
         work.path(),
         &store,
-        "[serve]\nmax_concurrent_searches = 1\nqueue_ms = 0\n",
+        config,
         &[
             "query.rerank_model=rerank-2.5".into(),
             format!("embed.base_url={}", reranker.base_url),
         ],
         &[("VOYAGE_API_KEY", "test-key")],
     );
+    (work, reranker, s)
+}
+
+#[test]
+fn a_saturated_server_answers_503_with_retry_after_and_keeps_the_reranker_s_words_to_itself() {
+    let (_work, reranker, s) =
+        with_stuck_reranker("[serve]\nmax_concurrent_searches = 1\nqueue_ms = 0\n");
     let addr = s.addr.clone();
     let first = std::thread::spawn(move || post(&addr, &addr, "application/json", QUERY));
     // The first search now holds the only slot, waiting on the reranker.
@@ -334,6 +355,21 @@ fn a_saturated_server_answers_503_with_retry_after_and_keeps_the_reranker_s_word
     // The slot is free again.
     let (status, _, body) = post(&s.addr, &s.addr, "application/json", QUERY);
     assert_eq!(status, 200, "{body}");
+}
+
+#[test]
+fn a_request_that_outlives_its_time_is_answered_503() {
+    let (_work, reranker, s) = with_stuck_reranker("[serve]\nrequest_timeout_secs = 1\n");
+    // The reranker never answers within the test: the request is cut at its second.
+    let (status, head, body) = post(&s.addr, &s.addr, "application/json", QUERY);
+    assert_eq!(status, 503, "{head}\n{body}");
+    assert!(body.contains("serve.request_timeout_secs"), "{body}");
+    assert!(
+        head.lines()
+            .any(|l| l.eq_ignore_ascii_case("retry-after: 1")),
+        "{head}"
+    );
+    drop(reranker);
 }
 
 /// The lexical scores of `query` for the caller, by path.
