@@ -320,3 +320,74 @@ fn secrets_scan_names_rule_and_line_never_the_secret_and_exits_like_a_linter() {
     );
     assert_eq!(code, Some(0), "{stdout}");
 }
+
+/// Whether a lexical search for `query` finds a chunk of `path`.
+fn finds(work: &Path, query: &str, path: &str) -> bool {
+    search_json(work, &[query, "--mode", "lexical", "-k", "10"])
+        .iter()
+        .any(|h| h["path"] == path)
+}
+
+#[test]
+fn secrets_indexed_under_older_rules_leave_the_index_with_rescan_secrets() {
+    let planted = Planted::new();
+    let src = SourceRepo::named("billing");
+    src.commit(&planted.files(), false);
+    let work = tempfile::tempdir().unwrap();
+    // Indexed as rules that knew none of these would have: every file whole.
+    let out = trawl(work.path())
+        .args(["index", "--embedder", "hash"])
+        .args(["--set", "fetch.secrets_allow=[\"**\"]"])
+        .arg(src.path())
+        .output()
+        .unwrap();
+    ok(&out);
+    assert!(finds(work.path(), "DB_PASSWORD", ".ENV"));
+    assert!(finds(work.path(), "session cookies", "certs/embed.go"));
+    assert!(finds(work.path(), "service_account", "gcp/deployer.json"));
+    let settings_text = |work: &Path| -> String {
+        search_json(
+            work,
+            &[
+                "Settings of the billing service",
+                "--mode",
+                "lexical",
+                "-k",
+                "10",
+            ],
+        )
+        .iter()
+        .filter(|h| h["path"] == "billing/settings.py")
+        .filter_map(|h| h["text"].as_str().map(str::to_owned))
+        .collect()
+    };
+    assert!(settings_text(work.path()).contains(planted.aws.as_str()));
+
+    // The head did not move: a plain run has nothing to do, the secrets stay.
+    let summary = index(work.path(), &[&src.path()], "hash");
+    assert!(summary.contains("1 unchanged"), "{summary}");
+    assert!(finds(work.path(), "DB_PASSWORD", ".ENV"));
+
+    // --rescan-secrets reads every file again and publishes what the rules now decide.
+    let out = trawl(work.path())
+        .args(["index", "--embedder", "hash", "--rescan-secrets"])
+        .arg(src.path())
+        .output()
+        .unwrap();
+    let summary = ok(&out);
+    assert!(
+        summary.contains("env-file 3") && summary.contains("aws-access-token 1"),
+        "{summary}"
+    );
+    assert!(!finds(work.path(), "DB_PASSWORD", ".ENV"));
+    assert!(!finds(work.path(), "session cookies", "certs/embed.go"));
+    assert!(!finds(work.path(), "service_account", "gcp/deployer.json"));
+    let text = settings_text(work.path());
+    assert!(text.contains("[REDACTED:aws-access-token]"), "{text}");
+    assert!(
+        !text.contains(planted.aws.as_str()) && !text.contains(planted.github.as_str()),
+        "{text}"
+    );
+    // The README, clean under both, is still there.
+    assert!(finds(work.path(), "Reconciles the ledger", "README.md"));
+}

@@ -45,6 +45,10 @@ pub struct Args {
     /// next compaction.
     #[arg(long)]
     keep_others: bool,
+    /// Read every file again, unchanged ones too, and publish what the secret rules now judge
+    /// otherwise than when it was indexed (run once after an upgrade of trawl changed them).
+    #[arg(long)]
+    rescan_secrets: bool,
 }
 
 /// Totals over the runs of one process, for `/metrics`.
@@ -248,6 +252,7 @@ async fn run_once(fetcher: &Fetcher, specs: &[repos::RepoSpec], args: &Args) -> 
         since: args.since.clone(),
         defer_state: false,
         keep_others: args.keep_others,
+        rescan_secrets: args.rescan_secrets,
     };
     let report = fetcher.run(specs, &opts, progress).await;
     bar.finish_and_clear();

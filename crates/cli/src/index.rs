@@ -50,6 +50,10 @@ pub struct Args {
     /// next compaction.
     #[arg(long)]
     keep_others: bool,
+    /// Read every file again, unchanged ones too, and publish what the secret rules now judge
+    /// otherwise than when it was indexed (run once after an upgrade of trawl changed them).
+    #[arg(long)]
+    rescan_secrets: bool,
 }
 
 /// Marker of a run in progress: present at start means the last run was interrupted.
@@ -188,6 +192,7 @@ pub async fn run(cfg: &Config, args: Args) -> anyhow::Result<ExitCode> {
     let fetch_opts = RunOptions {
         defer_state: true,
         keep_others: args.keep_others,
+        rescan_secrets: args.rescan_secrets,
         ..RunOptions::default()
     };
     let fetch = async {

@@ -193,6 +193,12 @@ pub struct RunOptions {
     /// list (`repos/list.json`), and any indexed before that is not among them leaves the
     /// index at the next compaction.
     pub keep_others: bool,
+    /// Read every file of each repository's head again, unchanged ones too (even when the
+    /// head did not move), and publish what the secret rules now judge otherwise than when
+    /// the file was indexed: a delete for a file that now holds a secret (path or private key),
+    /// an upsert with the secrets redacted for one that holds tokens, an upsert for one no
+    /// longer taken for a secret. Run once after the rules changed (an upgrade of trawl).
+    pub rescan_secrets: bool,
 }
 
 /// The fetch stage.
@@ -354,7 +360,7 @@ impl Fetcher {
         report.old_commit.clone_from(&old);
         report.new_commit = Some(synced.head.to_string());
         let head = commit_id(synced.head);
-        if opts.since.is_none() && old.as_deref() == Some(head.as_str()) {
+        if opts.since.is_none() && !opts.rescan_secrets && old.as_deref() == Some(head.as_str()) {
             report.status = "unchanged";
             return Ok(());
         }
@@ -385,6 +391,7 @@ impl Fetcher {
             policy,
             repo: spec.id.clone(),
             run: run.clone(),
+            rescan_secrets: opts.rescan_secrets,
         };
         let worker = tokio::task::spawn_blocking(move || job.run(&tx));
         while let Some(item) = rx.recv().await {
@@ -480,6 +487,8 @@ struct DiffJob {
     policy: policy::Policy,
     repo: RepoId,
     run: RunId,
+    /// [`RunOptions::rescan_secrets`].
+    rescan_secrets: bool,
 }
 
 /// What the policy decided for one file of the new tree.
@@ -579,6 +588,15 @@ impl DiffJob {
                 },
             };
             let Some(change) = change else {
+                if self.rescan_secrets {
+                    let c = self.classify(entry, &head)?;
+                    tally.add(&c);
+                    if let Some(item) = self.rescanned(entry, &head, &c) {
+                        send(item)?;
+                    }
+                    rows.push(c.row);
+                    continue;
+                }
                 // Unchanged: reuse the previous row when there is one.
                 let row = match self.prev_rows.get(&entry.path) {
                     Some(prev) => ManifestRow {
@@ -601,24 +619,14 @@ impl DiffJob {
                         }
                         _ => None,
                     };
-                    send(Emitted::Event(FileEvent {
-                        schema_version: FILE_EVENT_VERSION,
-                        op: FileOp::Upsert,
-                        repo: self.repo.clone(),
-                        commit: head.clone(),
-                        path: entry.path.clone(),
-                        renamed_from,
-                        blob: c.row.blob.clone(),
-                        language: c.row.language.clone(),
-                        size: c.row.size,
-                        encoding: c.row.encoding.clone(),
-                        content: Some(text.clone()),
-                        run: self.run.clone(),
-                    }))?;
+                    send(self.upsert(&c, &head, text, renamed_from))?;
                 }
                 (Err(_), Change::Modified) if self.was_indexed(&entry.path) => {
-                    // No longer indexable: its chunks must go.
-                    if !self.policy.is_secret_path(&entry.path) {
+                    // No longer indexable: its chunks must go. A secret path is not named on
+                    // the bus, unless it was indexed before (under older rules): its name is
+                    // out already, and its chunks must go most of all.
+                    if !self.policy.is_secret_path(&entry.path) || self.indexed_before(&entry.path)
+                    {
                         send(self.delete(&entry.path, &head))?;
                     }
                 }
@@ -640,7 +648,7 @@ impl DiffJob {
             if renamed_away.contains(path) || !self.was_indexed(path) {
                 continue;
             }
-            if self.policy.is_secret_path(path) {
+            if self.policy.is_secret_path(path) && !self.indexed_before(path) {
                 continue;
             }
             send(self.delete(path, &head))?;
@@ -653,6 +661,54 @@ impl DiffJob {
         self.prev_rows
             .get(path)
             .is_none_or(|r| r.skip_reason.is_none())
+    }
+
+    /// True when the previous manifest says the path was indexed (not merely unknown).
+    fn indexed_before(&self, path: &str) -> bool {
+        self.prev_rows
+            .get(path)
+            .is_some_and(|r| r.skip_reason.is_none())
+    }
+
+    /// With [`RunOptions::rescan_secrets`]: what an unchanged file needs now that the secret
+    /// rules may judge it otherwise than when it was indexed.
+    fn rescanned(&self, entry: &git::Entry, head: &CommitId, c: &Classified) -> Option<Emitted> {
+        let prev = self.prev_rows.get(&entry.path);
+        let was_secret =
+            prev.is_some_and(|r| r.skip_reason.as_deref() == Some(SkipReason::Secret.as_str()));
+        match &c.outcome {
+            // Redacted now (perhaps published whole before), or no longer taken for a secret.
+            Ok(text) if !c.secrets.is_empty() || was_secret => {
+                Some(self.upsert(c, head, text, None))
+            }
+            Err(SkipReason::Secret) if self.indexed_before(&entry.path) => {
+                Some(self.delete(&entry.path, head))
+            }
+            _ => None,
+        }
+    }
+
+    fn upsert(
+        &self,
+        c: &Classified,
+        head: &CommitId,
+        text: &str,
+        renamed_from: Option<String>,
+    ) -> Emitted {
+        Emitted::Event(FileEvent {
+            schema_version: FILE_EVENT_VERSION,
+            op: FileOp::Upsert,
+            repo: self.repo.clone(),
+            commit: head.clone(),
+            path: c.row.path.clone(),
+            renamed_from,
+            blob: c.row.blob.clone(),
+            language: c.row.language.clone(),
+            size: c.row.size,
+            encoding: c.row.encoding.clone(),
+            content: Some(text.to_owned()),
+            run: self.run.clone(),
+        })
     }
 
     fn delete(&self, path: &str, head: &CommitId) -> Emitted {
