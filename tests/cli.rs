@@ -4,6 +4,17 @@ use std::process::Command;
 
 use crate::support::{SourceRepo, file};
 
+/// Runs trawl in `dir`; asserts it succeeded; its stdout.
+fn ok_in(dir: &std::path::Path, args: &[&str]) -> String {
+    let out = trawl().current_dir(dir).args(args).output().unwrap();
+    assert!(
+        out.status.success(),
+        "{args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
 fn trawl() -> Command {
     let mut c = Command::new(env!("CARGO_BIN_EXE_trawl"));
     c.env_remove("TRAWL_CONFIG");
@@ -159,19 +170,7 @@ fn fetch_then_chunk_worker_then_sql_answers_questions_about_the_code() {
         false,
     );
     let work = tempfile::tempdir().unwrap();
-    let run = |args: &[&str]| {
-        let out = trawl()
-            .current_dir(work.path())
-            .args(args)
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "{args:?}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        String::from_utf8(out.stdout).unwrap()
-    };
+    let run = |args: &[&str]| ok_in(work.path(), args);
     run(&["fetch", "--repo", src.path().to_str().unwrap()]);
     let summary = run(&["chunk-worker", "--once"]);
     assert!(summary.contains("2 files"), "{summary}");
@@ -441,6 +440,7 @@ fn compact_builds_generations_incrementally_and_rolls_back() {
                 || f.starts_with("index/claims/")
                 || f.starts_with("index/lease/")
                 || f == "index/gen=2/manifest.json"
+                || f == "index/gen=2/chunks.parquet"
                 || dirs.iter().any(|d| f.starts_with(d.as_str())),
             "{f} should have been collected"
         );
@@ -502,4 +502,65 @@ async fn dlq_lists_dead_letters_and_replays_the_chosen_ones_to_their_topic() {
     let listed = crate::support::json_lines(&run(&["dlq", "list", "--json"]));
     assert_eq!(listed.len(), 1);
     assert_eq!(listed[0]["key"], "repo-b");
+}
+
+#[test]
+fn sql_chunks_is_the_live_set_and_duckdb_reads_the_same_table() {
+    let src = SourceRepo::new();
+    src.commit(
+        &[
+            (
+                "a.py",
+                file("def alpha():\n    return 1\n\n\ndef beta():\n    return 2\n"),
+            ),
+            ("b.py", file("def gamma():\n    return 3\n")),
+        ],
+        false,
+    );
+    let work = tempfile::tempdir().unwrap();
+    let run = |args: &[&str]| ok_in(work.path(), args);
+    let repo = src.path().to_str().unwrap().to_owned();
+    run(&["index", &repo, "--embedder", "hash"]);
+    // A second version of a.py: its old chunks stay in the parts, not in the live table.
+    src.commit(&[("a.py", file("def alpha():\n    return 10\n"))], false);
+    let built = run(&["index", &repo, "--embedder", "hash"]);
+    assert!(built.contains("generation 2"), "{built}");
+    let csv = |q: &str| run(&["sql", "--csv", q]).lines().nth(1).unwrap().to_owned();
+    let live = csv("SELECT count(*) FROM chunks");
+    let manifest: serde_json::Value = serde_json::from_slice(
+        &std::fs::read(work.path().join(".trawl/index/gen=2/manifest.json")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(live, manifest["counts"]["chunks"].to_string());
+    let versions: u64 = csv("SELECT count(*) FROM chunk_versions").parse().unwrap();
+    assert!(versions > live.parse().unwrap(), "{versions} vs {live}");
+    assert_eq!(
+        csv("SELECT count(*) FROM chunks WHERE symbol = 'beta'"),
+        "0"
+    );
+    assert_eq!(csv("SELECT count(*) FROM live_vectors"), live);
+    assert_eq!(
+        csv("SELECT count(*) FROM runs WHERE stage = 'fetch'"),
+        "2",
+        "both fetch runs are in `runs`"
+    );
+    // The same file for other engines: DuckDB reads it as it is.
+    let table = work.path().join(".trawl/index/gen=2/chunks.parquet");
+    let duck = std::process::Command::new("python3")
+        .args([
+            "-c",
+            "import duckdb, sys; print(duckdb.sql(f\"SELECT count(*), count(DISTINCT repo_id) FROM read_parquet('{sys.argv[1]}')\").fetchone())",
+        ])
+        .arg(&table)
+        .output()
+        .unwrap();
+    assert!(
+        duck.status.success(),
+        "duckdb (pip install duckdb): {}",
+        String::from_utf8_lossy(&duck.stderr)
+    );
+    assert_eq!(
+        String::from_utf8_lossy(&duck.stdout).trim(),
+        format!("({live}, 1)")
+    );
 }

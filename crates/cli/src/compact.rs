@@ -545,6 +545,7 @@ pub async fn build_from(
         merge_tombstone_ratio: cfg.compact.merge_tombstone_ratio,
         source_runs: set.runs.clone(),
         inputs: Some(inputs),
+        table: set.table.clone(),
         lease_ttl: std::time::Duration::from_secs(cfg.compact.lease_ttl_secs),
         ..BuildOptions::default()
     };

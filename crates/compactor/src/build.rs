@@ -48,6 +48,8 @@ pub struct BuildOptions {
     pub source_runs: Vec<String>,
     /// The fingerprint of the live set's inputs, recorded in the manifest.
     pub inputs: Option<String>,
+    /// The live chunks table ([`crate::live::LiveSet::table`]), written beside the manifest.
+    pub table: Option<bytes::Bytes>,
     /// How long the compactor lease lasts without renewal (it is renewed every third of it
     /// while the build runs): a compactor that dies holds the index for at most this long.
     pub lease_ttl: std::time::Duration,
@@ -63,6 +65,7 @@ impl Default for BuildOptions {
             threads: std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get),
             source_runs: Vec::new(),
             inputs: None,
+            table: None,
             lease_ttl: std::time::Duration::from_secs(120),
         }
     }
@@ -353,7 +356,14 @@ async fn build_leased(
         previous: current.as_ref().map(|(c, _)| c.generation),
         build: stats,
         inputs: opts.inputs.clone(),
+        chunks_table: opts
+            .table
+            .as_ref()
+            .map(|_| generation::chunks_table_key(next)),
     };
+    if let (Some(bytes), Some(key)) = (&opts.table, &manifest.chunks_table) {
+        store.put(key, bytes.clone()).await?;
+    }
     let hash = generation::put_manifest(store, &manifest).await?;
     progress.swapping(next);
     lease.check().await?;

@@ -135,6 +135,15 @@ pub struct Manifest {
     /// compaction with the same inputs has nothing to build.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub inputs: Option<String>,
+    /// `index/gen=<n>/chunks.parquet`: the live chunks, sorted by (repository, path, line),
+    /// for `trawl sql`, DuckDB, Spark and Trino.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub chunks_table: Option<String>,
+}
+
+/// `index/gen=<n>/chunks.parquet`.
+pub fn chunks_table_key(generation: u64) -> String {
+    format!("{}chunks.parquet", gen_dir(generation))
 }
 
 /// `index/gen=<n>/`.
@@ -340,6 +349,7 @@ async fn gc_leased(store: &Store, keep: usize, grace: Duration) -> Result<GcRepo
     for &g in &kept {
         let m = manifest(store, g).await?;
         live_prefixes.push(manifest_key(g));
+        live_prefixes.extend(m.chunks_table.clone());
         for s in &m.shards {
             live_prefixes.extend(s.segments.iter().map(|seg| format!("{}/", seg.dir)));
             live_prefixes.extend(s.tombstones.clone());

@@ -37,6 +37,10 @@ pub struct LeaseRecord {
     pub holder: String,
     /// Seconds since the Unix epoch; 0 once released.
     pub expires_unix: u64,
+    /// Makes each write's bytes unique, so a create whose answer was lost can be resolved by
+    /// reading the object back.
+    #[serde(default)]
+    pub nonce: String,
 }
 
 fn now_unix() -> u64 {
@@ -115,8 +119,9 @@ impl Lease {
         let record = LeaseRecord {
             holder: holder.to_owned(),
             expires_unix: now_unix() + ttl.as_secs(),
+            nonce: unique(holder),
         };
-        if !store.create(&lease_key(epoch), json(&record)).await? {
+        if !create_resolving(store, &lease_key(epoch), json(&record)).await? {
             // Someone else took this epoch between our look and our put.
             let rec = store
                 .get_json::<LeaseRecord>(&lease_key(epoch))
@@ -182,10 +187,9 @@ impl Lease {
         let record = LeaseRecord {
             holder: self.holder.clone(),
             expires_unix: 0,
+            nonce: unique(&self.holder),
         };
-        self.store
-            .put(&lease_key(self.epoch), json(&record))
-            .await?;
+        put_retrying(&self.store, &lease_key(self.epoch), json(&record)).await?;
         Ok(())
     }
 }
@@ -219,10 +223,57 @@ async fn renew(
     let record = LeaseRecord {
         holder: holder.to_owned(),
         expires_unix: now_unix() + ttl.as_secs(),
+        nonce: unique(holder),
     };
-    store.put(&lease_key(epoch), json(&record)).await?;
+    put_retrying(store, &lease_key(epoch), json(&record)).await?;
     // A taker that read the old expiry may have created the next epoch meanwhile.
     still_ours(store, epoch).await
+}
+
+/// A plain put, tried again on a store error (a stalled or throttled request): lease writes
+/// are small and idempotent, and a lease must not be lost to one slow request.
+async fn put_retrying(store: &Store, key: &str, bytes: Bytes) -> Result<(), CompactError> {
+    let mut attempt = 0;
+    loop {
+        match store.put(key, bytes.clone()).await {
+            Ok(()) => return Ok(()),
+            Err(e) if attempt < 4 => {
+                attempt += 1;
+                tracing::warn!(key, error = %e, attempt, "lease write failed; retrying");
+                tokio::time::sleep(Duration::from_millis(200 << attempt)).await;
+            }
+            Err(e) => return Err(e.into()),
+        }
+    }
+}
+
+/// A create-if-absent put whose answer may be lost (a timeout): on an error the object is
+/// read back — our own bytes there mean it was created, someone else's that it was not.
+async fn create_resolving(store: &Store, key: &str, bytes: Bytes) -> Result<bool, CompactError> {
+    let mut attempt = 0;
+    loop {
+        match store.create(key, bytes.clone()).await {
+            Ok(created) => return Ok(created),
+            Err(e) if attempt < 4 => {
+                attempt += 1;
+                tracing::warn!(key, error = %e, attempt, "conditional create failed; checking");
+                tokio::time::sleep(Duration::from_millis(200 << attempt)).await;
+                if let Ok(Some(now)) = store.get(key).await {
+                    return Ok(now == bytes);
+                }
+            }
+            Err(e) => return Err(e.into()),
+        }
+    }
+}
+
+/// Bytes no other writer produces: the holder, the time and a per-process counter.
+fn unique(holder: &str) -> String {
+    static N: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let nanos = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    format!("{holder} {nanos} {}", N.fetch_add(1, Ordering::Relaxed))
 }
 
 fn busy(rec: &LeaseRecord) -> CompactError {
@@ -247,7 +298,8 @@ pub async fn claim_generation(store: &Store, at_least: u64) -> Result<u64, Compa
         .map_or(1, |g| g + 1)
         .max(at_least);
     loop {
-        if store.create(&claim_key(next), Bytes::new()).await? {
+        let mine = Bytes::from(unique("claim"));
+        if create_resolving(store, &claim_key(next), mine).await? {
             return Ok(next);
         }
         next += 1;
@@ -309,6 +361,7 @@ mod tests {
         let stale = LeaseRecord {
             holder: "a".into(),
             expires_unix: now_unix() - 1,
+            nonce: String::new(),
         };
         store.put(&lease_key(a.epoch), json(&stale)).await.unwrap();
         let b = Lease::acquire(&store, "b", Duration::from_secs(60))

@@ -32,6 +32,9 @@ pub struct LiveSet {
     /// The repositories' last fetch runs.
     pub runs: Vec<String>,
     pub repos: usize,
+    /// The live chunks as a Parquet file of [`ChunkRecord`]s sorted by (repository, path,
+    /// line): the generation's `chunks` table (`index/gen=<n>/chunks.parquet`).
+    pub table: Option<bytes::Bytes>,
 }
 
 /// The columns of the join beyond the chunk's own.
@@ -208,8 +211,22 @@ pub async fn live_set(store: &Store, space: Option<&SpaceInfo>) -> Result<LiveSe
             }
         }
     }
-    let mut docs: Vec<LiveDoc> = by_id
-        .into_values()
+    // The live `chunks` table for data teams: sorted by (repository, path, line), written
+    // from the records themselves before they become docs (moved, never copied).
+    let mut pairs: Vec<(ChunkRecord, Extra)> = by_id.into_values().collect();
+    pairs.sort_by(|(a, _), (b, _)| {
+        (&a.repo_id, &a.path, a.start_line, a.chunk_id).cmp(&(
+            &b.repo_id,
+            &b.path,
+            b.start_line,
+            b.chunk_id,
+        ))
+    });
+    let (chunks, extras): (Vec<ChunkRecord>, Vec<Extra>) = pairs.into_iter().unzip();
+    let table = trawl_core::records::to_parquet(&chunks)?;
+    let mut docs: Vec<LiveDoc> = chunks
+        .into_iter()
+        .zip(extras)
         .map(|(c, x)| {
             let vector = match (x.vector, x.vector_bytes) {
                 (Some(f), _) => Some(VectorData::F32(f)),
@@ -233,6 +250,7 @@ pub async fn live_set(store: &Store, space: Option<&SpaceInfo>) -> Result<LiveSe
         docs,
         runs,
         repos: states.len(),
+        table: Some(table),
     })
 }
 

@@ -480,11 +480,12 @@ pub fn to_parquet<R: Row>(rows: &[R]) -> Result<Bytes, Error> {
     use parquet::basic::{Compression, ZstdLevel};
     use parquet::file::properties::WriterProperties;
 
-    let batch = to_batch(rows)?;
-    let schema = batch.schema();
+    // One row group's worth at a time: the Arrow copy of the rows never exceeds a row group.
+    const ROW_GROUP: usize = 64 * 1024;
+    let schema = R::schema_of(rows);
     let props = WriterProperties::builder()
         .set_compression(Compression::ZSTD(ZstdLevel::default()))
-        .set_max_row_group_row_count(Some(64 * 1024))
+        .set_max_row_group_row_count(Some(ROW_GROUP))
         .build();
     let err = |e: parquet::errors::ParquetError| Error::Record {
         what: R::NAME,
@@ -492,7 +493,9 @@ pub fn to_parquet<R: Row>(rows: &[R]) -> Result<Bytes, Error> {
     };
     let mut buf = Vec::new();
     let mut w = ArrowWriter::try_new(&mut buf, schema, Some(props)).map_err(err)?;
-    w.write(&batch).map_err(err)?;
+    for part in rows.chunks(ROW_GROUP) {
+        w.write(&to_batch(part)?).map_err(err)?;
+    }
     w.close().map_err(err)?;
     Ok(Bytes::from(buf))
 }
