@@ -21,15 +21,20 @@
 //!
 //! **Why not a crate.** The Rust crates that carry a gitleaks-derived ruleset are young
 //! single-maintainer releases that need a newer compiler than the workspace's; a table of
-//! `regex` patterns is small enough to own. The whole table is compiled once per process into a
-//! [`RegexSet`] prefilter: one pass over a file says which rules can match at all, and only
-//! those rules run their own regex to find positions. Most files match none.
+//! `regex` patterns is small enough to own. It is compiled once per process. Each rule names
+//! keywords (gitleaks' model: `ghp_`, `-----begin`, `password`, …); one [`RegexSet`] of those
+//! literals, case-insensitive, is a single fast pass that says which rules can match at all,
+//! and only those run their own regex. The regexes are ASCII-mode (`(?-u:\b)`, explicit
+//! whitespace) so that the lazy DFA never falls back to a slower engine on non-ASCII text:
+//! together, 0.20 s for the Python standard library's 102 MB in a debug build, against 0.26 s
+//! for the line-by-line private-key check this replaced (`benches/secrets.rs`).
 //!
 //! **False positives.** Generic assignments must look random: at least 3.5 bits of entropy per
 //! character, or 85 % of the most a value of that length can hold, and not a code reference
-//! (`os.environ`, `settings.SECRET_KEY`, `get_token()`, `str`), nor lowercase words
-//! (`changeme`, `my-app-secret`). Provider formats have no entropy gate: a documentation key
-//! such as `AKIAIOSFODNN7EXAMPLE` is redacted too, since a fake key and a real one look alike.
+//! (`os.environ`, `settings.SECRET_KEY`, `get_token()`, `str`, `AtomicU64`), nor words
+//! (`changeme`, `my-app-secret`, `Incorrect`). Provider formats have no entropy gate: a
+//! documentation key such as `AKIAIOSFODNN7EXAMPLE` is redacted too, since a fake key and a real
+//! one look alike.
 
 use std::sync::LazyLock;
 
