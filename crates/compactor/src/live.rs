@@ -87,8 +87,8 @@ pub async fn listed_states(store: &Store) -> Result<Vec<RepoState>, CompactError
 }
 
 /// A fingerprint of everything a live set is computed from: the repository list, the listed
-/// repositories' states (last commit of each), the chunk parts and the vector space's
-/// embedding parts (by key), and the space itself. Equal fingerprints give equal live sets, so
+/// repositories' states (last commit of each), the manifests, chunk parts and the vector
+/// space's embedding parts (by key and version), and the space itself. Equal fingerprints give equal live sets, so
 /// a compaction whose inputs match the live generation's has nothing to do — found from
 /// listings and small objects, without the join over every part.
 pub async fn inputs_fingerprint(
@@ -116,14 +116,23 @@ pub async fn inputs_fingerprint(
     for (repo, commit) in &states {
         field(repo, commit);
     }
-    for key in store.list("chunks/").await? {
-        field("chunk part", &key);
-    }
+    // Objects by version, not only by key: a manifest or chunk part rewritten in place (a
+    // rescan under new secret rules) changes the live set without changing any key.
+    let mut lists = vec![
+        ("manifest", store.list_objects("manifests/").await?),
+        ("chunk part", store.list_objects("chunks/").await?),
+    ];
     if let Some(s) = space {
-        field("space", &keys::space(&s.model, s.dims, &s.dtype));
-        let dir = keys::embedding_space(&keys::space(&s.model, s.dims, &s.dtype));
-        for key in store.list(&dir).await? {
-            field("embedding part", &key);
+        let name = keys::space(&s.model, s.dims, &s.dtype);
+        field("space", &name);
+        lists.push((
+            "embedding part",
+            store.list_objects(&keys::embedding_space(&name)).await?,
+        ));
+    }
+    for (label, list) in lists {
+        for o in list {
+            field(label, &format!("{} {:?} {}", o.key, o.e_tag, o.size));
         }
     }
     Ok(h.finalize().to_hex().to_string())

@@ -337,6 +337,16 @@ impl Store {
         &self,
         prefix: &str,
     ) -> Result<Vec<(String, std::time::SystemTime)>, Error> {
+        Ok(self
+            .list_objects(prefix)
+            .await?
+            .into_iter()
+            .map(|o| (o.key, o.modified))
+            .collect())
+    }
+
+    /// The objects under `prefix`, sorted by key.
+    pub async fn list_objects(&self, prefix: &str) -> Result<Vec<ObjectInfo>, Error> {
         let root = self.path(prefix);
         let metas: Vec<_> = self
             .inner
@@ -345,20 +355,22 @@ impl Store {
             .await
             .map_err(Self::err(StoreOp::List, prefix))?;
         let skip = self.prefix.parts().count();
-        let mut out: Vec<(String, std::time::SystemTime)> = metas
+        let mut out: Vec<ObjectInfo> = metas
             .into_iter()
-            .map(|m| {
-                let key = m
+            .map(|m| ObjectInfo {
+                key: m
                     .location
                     .parts()
                     .skip(skip)
                     .map(|p| p.as_ref().to_owned())
                     .collect::<Vec<_>>()
-                    .join("/");
-                (key, std::time::SystemTime::from(m.last_modified))
+                    .join("/"),
+                modified: std::time::SystemTime::from(m.last_modified),
+                size: m.size,
+                e_tag: m.e_tag,
             })
             .collect();
-        out.sort();
+        out.sort_by(|a, b| a.key.cmp(&b.key));
         Ok(out)
     }
 
@@ -396,6 +408,18 @@ impl Store {
         })?;
         self.put(key, Bytes::from(bytes)).await
     }
+}
+
+/// One object of a listing.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ObjectInfo {
+    /// Relative to the store root.
+    pub key: String,
+    pub modified: std::time::SystemTime,
+    pub size: u64,
+    /// The store's version tag (S3's ETag; a local file's inode, mtime and size): changes when
+    /// the object is rewritten, even under the same key within the same second.
+    pub e_tag: Option<String>,
 }
 
 /// Objects larger than this are written to a remote store as multipart uploads.
