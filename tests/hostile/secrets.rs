@@ -394,3 +394,28 @@ fn secrets_indexed_under_older_rules_leave_the_index_with_rescan_secrets() {
     // The README, clean under both, is still there.
     assert!(finds(work.path(), "Reconciles the ledger", "README.md"));
 }
+
+#[test]
+fn a_secret_file_indexed_before_is_deleted_when_it_changes() {
+    let planted = Planted::new();
+    let src = SourceRepo::named("billing");
+    src.commit(&planted.files(), false);
+    let work = tempfile::tempdir().unwrap();
+    let out = trawl(work.path())
+        .args(["index", "--embedder", "hash"])
+        .args(["--set", "fetch.secrets_allow=[\"**\"]"])
+        .arg(src.path())
+        .output()
+        .unwrap();
+    ok(&out);
+    assert!(finds(work.path(), "DB_PASSWORD", ".ENV"));
+
+    // The next commit edits it; the rules now apply: its old chunks go, none is published.
+    let mut files = planted.files();
+    files.retain(|(p, _)| *p != ".ENV");
+    files.push((".ENV", file("DB_PASSWORD=rotated_q8Zr3Kx9\n")));
+    src.commit(&files, false);
+    index(work.path(), &[&src.path()], "hash");
+    assert!(!finds(work.path(), "DB_PASSWORD", ".ENV"));
+    assert!(!finds(work.path(), "rotated_q8Zr3Kx9", ".ENV"));
+}
