@@ -331,13 +331,13 @@ fn finds(work: &Path, query: &str, path: &str) -> bool {
         .any(|h| h["path"] == path)
 }
 
-#[test]
-fn secrets_indexed_under_older_rules_leave_the_index_with_rescan_secrets() {
+/// The planted repository indexed as rules that knew none of its secrets would have: every
+/// file whole (`fetch.secrets_allow = ["**"]`).
+fn indexed_whole() -> (Planted, SourceRepo, tempfile::TempDir) {
     let planted = Planted::new();
     let src = SourceRepo::named("billing");
     src.commit(&planted.files(), false);
     let work = tempfile::tempdir().unwrap();
-    // Indexed as rules that knew none of these would have: every file whole.
     let out = trawl(work.path())
         .args(["index", "--embedder", "hash"])
         .args(["--set", "fetch.secrets_allow=[\"**\"]"])
@@ -345,6 +345,12 @@ fn secrets_indexed_under_older_rules_leave_the_index_with_rescan_secrets() {
         .output()
         .unwrap();
     ok(&out);
+    (planted, src, work)
+}
+
+#[test]
+fn secrets_indexed_under_older_rules_leave_the_index_with_rescan_secrets() {
+    let (planted, src, work) = indexed_whole();
     assert!(finds(work.path(), "DB_PASSWORD", ".ENV"));
     assert!(finds(work.path(), "session cookies", "certs/embed.go"));
     assert!(finds(work.path(), "service_account", "gcp/deployer.json"));
@@ -397,17 +403,7 @@ fn secrets_indexed_under_older_rules_leave_the_index_with_rescan_secrets() {
 
 #[test]
 fn a_secret_file_indexed_before_is_deleted_when_it_changes() {
-    let planted = Planted::new();
-    let src = SourceRepo::named("billing");
-    src.commit(&planted.files(), false);
-    let work = tempfile::tempdir().unwrap();
-    let out = trawl(work.path())
-        .args(["index", "--embedder", "hash"])
-        .args(["--set", "fetch.secrets_allow=[\"**\"]"])
-        .arg(src.path())
-        .output()
-        .unwrap();
-    ok(&out);
+    let (planted, src, work) = indexed_whole();
     assert!(finds(work.path(), "DB_PASSWORD", ".ENV"));
 
     // The next commit edits it; the rules now apply: its old chunks go, none is published.
