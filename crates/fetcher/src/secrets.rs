@@ -859,6 +859,16 @@ mod tests {
             ("\"client_secret\": \"a8Zk3Q9mW2pX7vB4nL6t\",".to_owned(), "generic-api-key"),
             ("api_key: 9f8e7d6c5b4a39281706f5e4d3c2b1a0".to_owned(), "generic-api-key"),
             ("token := \"Zm9vYmFyYmF6cXV4MTIzNDU2Nzg5\"".to_owned(), "generic-api-key"),
+            (["trigger glptt-", &"0a1b2c3d4e".repeat(4)].concat(), "gitlab-ptt"),
+            (["x = 'xoxs-", "1234567890-1234567890-abcdef012345'"].concat(), "slack-legacy-token"),
+            (["x = xapp-1-", "A0123BCDE-1234567890123-0a1b2c3d4e5f"].concat(), "slack-app-token"),
+            (["c = \"Ab1", "8Q~", "aB3dE6gH9jK2mN5pQ8sT1vW4yZ7bC0eF2\""].concat(), "azure-ad-client-secret"),
+            (["k = 'sk-ant-api03-", &"Ab3dE6gH9jK2mN5pQ8sT".repeat(5), "'"].concat(), "anthropic-api-key"),
+            (["HF = 'hf_", "AbCdEfGhIjKlMnOpQrStUvWxYzAbCdEfGh'"].concat(), "huggingface-access-token"),
+            (["p = pypi-AgEIcHlwaS5vcmc", &"Ab3dE6gH9jK2mN5pQ8sT".repeat(3)].concat(), "pypi-upload-token"),
+            (["m = 'SG.", &"Ab3dE6gH9jK".repeat(6), "'"].concat(), "sendgrid-api-token"),
+            (["d = dop_v1_", &"0a1b2c3d4e5f6a7b".repeat(4)].concat(), "digitalocean-pat"),
+            (["s = shpat_", "0a1b2c3d4e5f6a7b0a1b2c3d4e5f6a7b"].concat(), "shopify-access-token"),
         ];
         for (line, want) in &cases {
             let text = format!("# before\n{line}\n# after\n");
@@ -932,6 +942,14 @@ mod tests {
             "DATABASE_URL=postgres://postgres:postgres@localhost/app",
             "the key is AKIA followed by sixteen characters",
             "ghp_ tokens are 40 characters long",
+            // Near misses of the formats: too short, wrong alphabet.
+            "t = ghp_0123456789abcdef",
+            "k = AKIAIOSFODNN7EXAMPL",
+            "k = akiaiosfodnn7example",
+            "s = sk_live_short",
+            "g = glpat-short",
+            "x = xoxb-123-456",
+            "j = eyJhbGciOiJIUzI1NiJ9",
             "    pub tokens_sent: AtomicU64,",
             "            token: &t.token,",
             "    token_env = %c.token_env,",
