@@ -415,3 +415,32 @@ fn a_secret_file_indexed_before_is_deleted_when_it_changes() {
     assert!(!finds(work.path(), "DB_PASSWORD", ".ENV"));
     assert!(!finds(work.path(), "rotated_q8Zr3Kx9", ".ENV"));
 }
+
+#[test]
+fn fetch_json_names_the_rule_of_each_secret_skip() {
+    let planted = Planted::new();
+    let src = SourceRepo::named("billing");
+    src.commit(&planted.files(), false);
+    let work = tempfile::tempdir().unwrap();
+    let out = trawl(work.path())
+        .args(["fetch", "--dry-run", "--json", "--repo"])
+        .arg(src.path())
+        .output()
+        .unwrap();
+    let lines: Vec<serde_json::Value> = ok(&out)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let rule = |path: &str| {
+        let line = lines.iter().find(|l| l["path"] == path).unwrap();
+        (line["op"].clone(), line["rule"].clone())
+    };
+    let skip = |r: &str| (serde_json::json!("skip"), serde_json::json!(r));
+    assert_eq!(rule(".ENV"), skip("env-file"));
+    assert_eq!(rule("certs/embed.go"), skip("private-key"));
+    assert_eq!(rule("gcp/deployer.json"), skip("private-key"));
+    assert_eq!(
+        rule("billing/settings.py"),
+        (serde_json::json!("upsert"), serde_json::Value::Null)
+    );
+}

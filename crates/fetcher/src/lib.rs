@@ -65,6 +65,8 @@ pub enum Emitted {
         language: Option<String>,
         size: u64,
         reason: SkipReason,
+        /// For [`SkipReason::Secret`]: the id of the secret rule that skipped it.
+        rule: Option<&'static str>,
     },
 }
 
@@ -81,6 +83,9 @@ pub struct JsonLine<'a> {
     pub size: u64,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub reason: Option<&'static str>,
+    /// The secret rule of a `secret` skip (`env-file`, `private-key`, …).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rule: Option<&'static str>,
 }
 
 impl Emitted {
@@ -98,6 +103,7 @@ impl Emitted {
                 language: e.language.as_deref(),
                 size: e.size,
                 reason: None,
+                rule: None,
             },
             Emitted::Skip {
                 repo,
@@ -106,6 +112,7 @@ impl Emitted {
                 language,
                 size,
                 reason,
+                rule,
             } => JsonLine {
                 op: "skip",
                 repo,
@@ -115,6 +122,7 @@ impl Emitted {
                 language: language.as_deref(),
                 size: *size,
                 reason: Some(reason.as_str()),
+                rule: *rule,
             },
         }
     }
@@ -639,6 +647,7 @@ impl DiffJob {
                         language: c.row.language.clone(),
                         size: c.row.size,
                         reason,
+                        rule: c.secrets.first().copied(),
                     })?;
                 }
             }
