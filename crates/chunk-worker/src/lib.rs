@@ -37,11 +37,11 @@ use trawl_core::shutdown::Shutdown;
 use trawl_core::store::{Store, keys};
 
 /// The topic file events arrive on.
-pub const FILES_TOPIC: &str = "files";
+pub const FILES_TOPIC: &str = trawl_core::bus::Topic::Files.name();
 /// The topic chunk-part events leave on.
-pub const CHUNKS_TOPIC: &str = "chunks";
+pub const CHUNKS_TOPIC: &str = trawl_core::bus::Topic::Chunks.name();
 /// Where messages that cannot be processed go.
-pub const DEAD_LETTERS_TOPIC: &str = "dead-letters";
+pub const DEAD_LETTERS_TOPIC: &str = trawl_core::bus::Topic::DeadLetters.name();
 /// The consumer group of chunk workers.
 pub const GROUP: &str = "chunk-worker";
 

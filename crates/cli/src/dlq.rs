@@ -8,7 +8,7 @@ use trawl_core::config::Config;
 use trawl_core::records::DeadLetter;
 
 /// The dead-letter topic every stage writes to.
-pub const TOPIC: &str = "dead-letters";
+pub const TOPIC: &str = trawl_core::bus::Topic::DeadLetters.name();
 /// The consumer group of these commands.
 const GROUP: &str = "trawl-dlq";
 

@@ -49,8 +49,57 @@ pub trait Bus: Send + Sync + std::fmt::Debug {
     }
 }
 
+/// A topic of the pipeline, by role. Code names topics by role; [`from_config`] maps each to
+/// its configured name (`bus.topic_*`) in one place.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Topic {
+    /// File events, fetcher → chunk worker.
+    Files,
+    /// Chunk-part events, chunk worker → embed worker.
+    Chunks,
+    /// Embedded events, embed worker → whoever waits for vectors.
+    Embedded,
+    /// Messages no stage could process, with the reason.
+    DeadLetters,
+}
+
+impl Topic {
+    /// Every topic.
+    pub const ALL: [Topic; 4] = [
+        Topic::Files,
+        Topic::Chunks,
+        Topic::Embedded,
+        Topic::DeadLetters,
+    ];
+
+    /// The role's name, as code passes it to [`Bus`].
+    pub const fn name(self) -> &'static str {
+        match self {
+            Topic::Files => "files",
+            Topic::Chunks => "chunks",
+            Topic::Embedded => "embedded",
+            Topic::DeadLetters => "dead-letters",
+        }
+    }
+
+    /// Its configured name.
+    pub fn configured(self, cfg: &crate::config::BusConfig) -> &str {
+        match self {
+            Topic::Files => &cfg.topic_files,
+            Topic::Chunks => &cfg.topic_chunks,
+            Topic::Embedded => &cfg.topic_embedded,
+            Topic::DeadLetters => &cfg.topic_dead_letters,
+        }
+    }
+}
+
 /// Every topic of the pipeline, by role.
-pub const TOPICS: [&str; 4] = ["files", "chunks", "embedded", "dead-letters"];
+pub const TOPICS: [&str; 4] = [
+    Topic::Files.name(),
+    Topic::Chunks.name(),
+    Topic::Embedded.name(),
+    Topic::DeadLetters.name(),
+];
 
 /// A consumer's end of a topic.
 #[async_trait]
@@ -129,12 +178,10 @@ impl Drop for Delivery {
 /// (`files`, `chunks`, `embedded`, `dead-letters`); the bus maps them to `bus.topic_*`.
 pub fn from_config(cfg: &crate::config::BusConfig, store: &Store) -> Result<Arc<dyn Bus>, Error> {
     let inner = from_url(&cfg.url, store, cfg.capacity)?;
-    let names: Vec<(&'static str, String)> = vec![
-        ("files", cfg.topic_files.clone()),
-        ("chunks", cfg.topic_chunks.clone()),
-        ("embedded", cfg.topic_embedded.clone()),
-        ("dead-letters", cfg.topic_dead_letters.clone()),
-    ];
+    let names: Vec<(&'static str, String)> = Topic::ALL
+        .iter()
+        .map(|t| (t.name(), t.configured(cfg).to_owned()))
+        .collect();
     for (role, name) in &names {
         check_name(&format!("bus.topic_{}", role.replace('-', "_")), name)?;
     }
@@ -808,6 +855,12 @@ pub mod suite {
     use std::sync::Arc;
     use std::time::Duration;
 
+    /// Every topic [`run`] publishes to, one per check: a backend whose topics must exist
+    /// beforehand (a Kafka cluster without auto-creation) creates these.
+    pub const TOPICS: [&str; 8] = ["t1", "t2", "t3", "t4", "t5", "t6", "t7", "t8"];
+    /// The topic of [`attempts_survive_a_restart`].
+    pub const RESTART_TOPIC: &str = "t9";
+
     /// What a bus under test can do beyond the common contract.
     #[derive(Clone, Copy, Debug)]
     pub struct Capabilities {
@@ -846,14 +899,14 @@ pub mod suite {
     }
 
     pub async fn delivers_everything_in_key_order(bus: Arc<dyn Bus>) {
-        let mut sub = bus.subscribe("t1", "g").await.unwrap();
+        let mut sub = bus.subscribe(TOPICS[0], "g").await.unwrap();
         // Publish concurrently: a bounded bus holds fewer than 90 messages.
         let publisher = {
             let bus = bus.clone();
             tokio::spawn(async move {
                 for i in 0..30 {
                     for key in ["a", "b", "c"] {
-                        bus.publish("t1", key, msg(key, i)).await.unwrap();
+                        bus.publish(TOPICS[0], key, msg(key, i)).await.unwrap();
                     }
                 }
             })
@@ -875,9 +928,9 @@ pub mod suite {
     }
 
     pub async fn unacknowledged_messages_come_back_after_a_crash(bus: Arc<dyn Bus>) {
-        let mut sub = bus.subscribe("t2", "g").await.unwrap();
+        let mut sub = bus.subscribe(TOPICS[1], "g").await.unwrap();
         for i in 0..4 {
-            bus.publish("t2", "k", msg("k", i)).await.unwrap();
+            bus.publish(TOPICS[1], "k", msg("k", i)).await.unwrap();
         }
         let first = recv(&mut sub).await;
         assert_eq!(first.payload, msg("k", 0));
@@ -888,7 +941,7 @@ pub mod suite {
         std::mem::forget(held1);
         std::mem::forget(held2);
         drop(sub);
-        let mut again = bus.subscribe("t2", "g").await.unwrap();
+        let mut again = bus.subscribe(TOPICS[1], "g").await.unwrap();
         let mut got = Vec::new();
         for _ in 0..3 {
             let d = recv(&mut again).await;
@@ -904,8 +957,8 @@ pub mod suite {
     }
 
     pub async fn nack_and_drop_redeliver(bus: Arc<dyn Bus>) {
-        let mut sub = bus.subscribe("t3", "g").await.unwrap();
-        bus.publish("t3", "k", msg("k", 0)).await.unwrap();
+        let mut sub = bus.subscribe(TOPICS[2], "g").await.unwrap();
+        bus.publish(TOPICS[2], "k", msg("k", 0)).await.unwrap();
         let d = recv(&mut sub).await;
         d.nack();
         let d = recv(&mut sub).await;
@@ -922,8 +975,11 @@ pub mod suite {
     /// acknowledging nor giving it back) and a new bus over the same storage: `second` is a
     /// new bus over `first`'s storage (the same bus, for one that lives in process).
     pub async fn attempts_survive_a_restart(first: Arc<dyn Bus>, second: Arc<dyn Bus>) {
-        let mut sub = first.subscribe("t9", "g").await.unwrap();
-        first.publish("t9", "k", msg("k", 0)).await.unwrap();
+        let mut sub = first.subscribe(RESTART_TOPIC, "g").await.unwrap();
+        first
+            .publish(RESTART_TOPIC, "k", msg("k", 0))
+            .await
+            .unwrap();
         let d = recv(&mut sub).await;
         assert_eq!(d.attempt, 1);
         d.nack();
@@ -931,7 +987,7 @@ pub mod suite {
         assert_eq!(d.attempt, 2);
         std::mem::forget(d);
         drop(sub);
-        let mut again = second.subscribe("t9", "g").await.unwrap();
+        let mut again = second.subscribe(RESTART_TOPIC, "g").await.unwrap();
         let d = recv(&mut again).await;
         assert_eq!(d.payload, msg("k", 0));
         assert_eq!(d.attempt, 3, "two attempts were made before the restart");
@@ -942,10 +998,10 @@ pub mod suite {
     }
 
     pub async fn groups_are_independent(bus: Arc<dyn Bus>) {
-        let mut g1 = bus.subscribe("t4", "g1").await.unwrap();
-        let mut g2 = bus.subscribe("t4", "g2").await.unwrap();
+        let mut g1 = bus.subscribe(TOPICS[3], "g1").await.unwrap();
+        let mut g2 = bus.subscribe(TOPICS[3], "g2").await.unwrap();
         for i in 0..3 {
-            bus.publish("t4", "k", msg("k", i)).await.unwrap();
+            bus.publish(TOPICS[3], "k", msg("k", i)).await.unwrap();
         }
         for sub in [&mut g1, &mut g2] {
             for i in 0..3 {
@@ -957,10 +1013,10 @@ pub mod suite {
     }
 
     pub async fn close_ends_the_stream_after_everything_is_acknowledged(bus: Arc<dyn Bus>) {
-        let mut sub = bus.subscribe("t5", "g").await.unwrap();
-        bus.publish("t5", "k", msg("k", 0)).await.unwrap();
-        bus.publish("t5", "k", msg("k", 1)).await.unwrap();
-        bus.close("t5").await.unwrap();
+        let mut sub = bus.subscribe(TOPICS[4], "g").await.unwrap();
+        bus.publish(TOPICS[4], "k", msg("k", 0)).await.unwrap();
+        bus.publish(TOPICS[4], "k", msg("k", 1)).await.unwrap();
+        bus.close(TOPICS[4]).await.unwrap();
         let a = recv(&mut sub).await;
         a.ack().await.unwrap();
         let b = recv(&mut sub).await;
@@ -976,17 +1032,17 @@ pub mod suite {
     }
 
     pub async fn late_subscribers_see_retained_messages(bus: Arc<dyn Bus>) {
-        bus.publish("t6", "k", msg("k", 0)).await.unwrap();
-        let mut sub = bus.subscribe("t6", "g").await.unwrap();
+        bus.publish(TOPICS[5], "k", msg("k", 0)).await.unwrap();
+        let mut sub = bus.subscribe(TOPICS[5], "g").await.unwrap();
         let d = recv(&mut sub).await;
         assert_eq!(d.payload, msg("k", 0));
         d.ack().await.unwrap();
     }
 
     pub async fn recv_is_cancel_safe(bus: Arc<dyn Bus>) {
-        let mut sub = bus.subscribe("t8", "g").await.unwrap();
+        let mut sub = bus.subscribe(TOPICS[7], "g").await.unwrap();
         for i in 0..3 {
-            bus.publish("t8", "k", msg("k", i)).await.unwrap();
+            bus.publish(TOPICS[7], "k", msg("k", i)).await.unwrap();
         }
         let mut got = Vec::new();
         let mut tries = 0;
@@ -1013,13 +1069,13 @@ pub mod suite {
     }
 
     pub async fn publishers_wait_when_the_topic_is_full(bus: Arc<dyn Bus>, capacity: usize) {
-        let mut sub = bus.subscribe("t7", "g").await.unwrap();
+        let mut sub = bus.subscribe(TOPICS[6], "g").await.unwrap();
         for i in 0..capacity {
-            bus.publish("t7", "k", msg("k", i)).await.unwrap();
+            bus.publish(TOPICS[6], "k", msg("k", i)).await.unwrap();
         }
         let blocked = {
             let bus = bus.clone();
-            tokio::spawn(async move { bus.publish("t7", "k", msg("k", capacity)).await })
+            tokio::spawn(async move { bus.publish(TOPICS[6], "k", msg("k", capacity)).await })
         };
         tokio::time::sleep(Duration::from_millis(100)).await;
         assert!(

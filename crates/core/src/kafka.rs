@@ -674,7 +674,7 @@ mod tests {
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn kafka_bus_passes_the_suite_on_the_mock_cluster() {
         let cluster = MockCluster::new(3).unwrap();
-        for t in ["t1", "t2", "t3", "t4", "t5", "t6", "t7", "t8"] {
+        for t in suite::TOPICS {
             cluster.create_topic(t, 3, 1).unwrap();
         }
         let brokers = cluster.bootstrap_servers();
@@ -692,12 +692,16 @@ mod tests {
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn attempts_survive_a_restart_on_the_mock_cluster() {
         let cluster = MockCluster::new(1).unwrap();
-        cluster.create_topic("t9", 2, 1).unwrap();
+        cluster.create_topic(suite::RESTART_TOPIC, 2, 1).unwrap();
         let brokers = cluster.bootstrap_servers();
         let store = Store::memory();
         suite::attempts_survive_a_restart(bus(&brokers, &store), bus(&brokers, &store)).await;
         assert!(
-            store.list("bus/t9/attempts/").await.unwrap().is_empty(),
+            store
+                .list(&format!("bus/{}/attempts/", suite::RESTART_TOPIC))
+                .await
+                .unwrap()
+                .is_empty(),
             "an acknowledged message leaves no count behind"
         );
     }

@@ -39,11 +39,11 @@ use crate::embedder::{
 };
 
 /// The topic chunk-part events arrive on.
-pub const CHUNKS_TOPIC: &str = "chunks";
+pub const CHUNKS_TOPIC: &str = trawl_core::bus::Topic::Chunks.name();
 /// The topic embedded events leave on.
-pub const EMBEDDED_TOPIC: &str = "embedded";
+pub const EMBEDDED_TOPIC: &str = trawl_core::bus::Topic::Embedded.name();
 /// Where inputs the provider refused go.
-pub const DEAD_LETTERS_TOPIC: &str = "dead-letters";
+pub const DEAD_LETTERS_TOPIC: &str = trawl_core::bus::Topic::DeadLetters.name();
 /// The consumer group of embed workers.
 pub const GROUP: &str = "embed-worker";
 /// Version of the run report.

@@ -51,7 +51,7 @@ pub use policy::SkipReason;
 pub use repos::RepoSpec;
 
 /// The topic file events are published on.
-pub const FILES_TOPIC: &str = "files";
+pub const FILES_TOPIC: &str = trawl_core::bus::Topic::Files.name();
 
 /// What the fetcher emits for one changed file: an event (published, or that would be in a
 /// dry run), or a skip.
