@@ -387,3 +387,65 @@ async fn a_rejected_key_or_model_stops_the_worker_and_gives_every_event_back() {
         .collect();
     assert_eq!(vectors(&h.store).await.len(), distinct.len());
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn trawl_index_makes_the_code_searchable_before_the_slow_embedder_is_done() {
+    // Every embedding request takes 3 s: chunking ends long before the vectors are in.
+    let fake = FakeVoyage::start(FakeConfig {
+        p_slow: 1.0,
+        slow: Duration::from_secs(3),
+        ..FakeConfig::default()
+    })
+    .await
+    .unwrap();
+    let src = SourceRepo::named("slowly");
+    src.commit(
+        &[(
+            "lib/ledger.py",
+            file("def reconcile_ledger(entries):\n    \"\"\"Balance the ledger.\"\"\"\n    return sum(entries)\n"),
+        )],
+        false,
+    );
+    let work = tempfile::tempdir().unwrap();
+    let base = fake.base_url();
+    let out = tokio::task::spawn_blocking({
+        let (dir, path) = (work.path().to_owned(), src.path());
+        move || {
+            crate::search::trawl(&dir)
+                .env("VOYAGE_API_KEY", "test-key")
+                .args(["--set", &format!("embed.base_url={base:?}")])
+                .args(["--set", "embed.dims=256"])
+                .args(["index", "--embedder", "voyage"])
+                .arg(path)
+                .output()
+                .unwrap()
+        }
+    })
+    .await
+    .unwrap();
+    let stdout = crate::search::ok(&out);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("generation 1 is searchable now"),
+        "{stderr}\n{stdout}"
+    );
+    assert!(
+        stdout.contains("early    generation 1 was searchable"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("generation 2 live"), "{stdout}");
+    // The generation made live first held the chunk for words only; the last has its vector.
+    let first: serde_json::Value = serde_json::from_slice(
+        &std::fs::read(work.path().join(".trawl/index/gen=1/manifest.json")).unwrap(),
+    )
+    .unwrap();
+    assert!(
+        first["counts"]["text_only"].as_u64().unwrap() > 0,
+        "{first}"
+    );
+    let last: serde_json::Value = serde_json::from_slice(
+        &std::fs::read(work.path().join(".trawl/index/gen=2/manifest.json")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(last["counts"]["text_only"], 0, "{last}");
+}

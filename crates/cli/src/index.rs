@@ -56,6 +56,26 @@ pub struct Args {
     rescan_secrets: bool,
 }
 
+/// Records the repositories' states and builds a generation from what is chunked so far.
+async fn publish_early(
+    cfg: &Config,
+    store: &Store,
+    fetcher: &Fetcher,
+    report: &trawl_fetcher::RunReport,
+    embedder: &str,
+) -> anyhow::Result<trawl_compactor::Manifest> {
+    // Every event is chunked and durable: the states may be recorded now.
+    fetcher.commit_states(report).await?;
+    crate::compact::build(
+        cfg,
+        store,
+        Some(embedder),
+        false,
+        &crate::compact::Live::default(),
+    )
+    .await
+}
+
 /// Marker of a run in progress: present at start means the last run was interrupted.
 const IN_PROGRESS: &str = "pipeline/index-in-progress.json";
 
@@ -225,9 +245,51 @@ pub async fn run(cfg: &Config, args: Args) -> anyhow::Result<ExitCode> {
         let _ = bus.close(DEAD_LETTERS_TOPIC).await;
         r
     };
-    let (report, chunked, embedded_report, _, dead) = tokio::join!(
-        fetch,
-        chunk,
+    // Progressive availability: once everything is fetched and chunked, and the embedder is
+    // still at work, a first generation goes live with the chunks not embedded yet indexed
+    // for words only; the full one follows when the vectors are in (incrementally: only the
+    // text-only docs are replaced). The hash embedder (tests) is never slow enough to need it.
+    let early = Arc::new(std::sync::Mutex::new(None::<(u64, u64, f64)>));
+    let fetch_and_chunk = async {
+        let (report, chunked) = tokio::join!(fetch, chunk);
+        let em = embed.metrics();
+        let done = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        let waiting = chunked.as_ref().map_or(0, |c| c.chunks).saturating_sub(
+            done(&em.cache_hits) + done(&em.vectors_written) + done(&em.dead_lettered),
+        );
+        if chunked.is_ok()
+            && waiting > 0
+            && embedder_name != "hash"
+            && report.failed() < report.repos.len()
+        {
+            match publish_early(cfg, &store, &fetcher, &report, &embedder_name).await {
+                Ok(m) => {
+                    let line = format!(
+                        "index: generation {} is searchable now (words only for the {} chunks still being embedded): trawl search \"…\"",
+                        m.generation, m.counts.text_only
+                    );
+                    if live.bar.is_hidden() {
+                        eprintln!("{line}");
+                    } else {
+                        live.bar.println(line);
+                    }
+                    *early
+                        .lock()
+                        .unwrap_or_else(std::sync::PoisonError::into_inner) = Some((
+                        m.generation,
+                        m.counts.text_only,
+                        started.elapsed().as_secs_f64(),
+                    ));
+                }
+                Err(e) => {
+                    tracing::warn!(error = %format!("{e:#}"), "the early generation was not built; the full one follows");
+                }
+            }
+        }
+        (report, chunked)
+    };
+    let ((report, chunked), embedded_report, _, dead) = tokio::join!(
+        fetch_and_chunk,
         embed_run,
         drain(bus.clone(), EMBEDDED_TOPIC, "index", false),
         drain(bus.clone(), DEAD_LETTERS_TOPIC, "index", true),
@@ -340,6 +402,14 @@ pub async fn run(cfg: &Config, args: Args) -> anyhow::Result<ExitCode> {
         m.shard_count,
         m.build.shards_reused
     );
+    if let Some((g, text_only, at)) = *early
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+    {
+        println!(
+            "  early    generation {g} was searchable after {at:.1} s, by words only for {text_only} chunks then waiting for vectors"
+        );
+    }
     for r in &report.repos {
         print_failure(r);
     }

@@ -174,6 +174,13 @@ pub fn candidates(
                 .to_owned()
         });
     }
+    let waiting = generation.manifest.counts.text_only;
+    if want_vector && vector.is_some() && waiting > 0 {
+        notes.push(format!(
+            "{waiting} of {} chunks are still waiting for their vectors: the meaning search does not see them yet, words do (the next generation has them)",
+            generation.manifest.counts.chunks
+        ));
+    }
     let run_lexical = mode != Mode::Vector || vector.is_none();
     // A pasted message's producer may share few rare words with it: the lexical arm looks
     // deeper, and every candidate is searched for the format string.
