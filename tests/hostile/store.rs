@@ -4,10 +4,11 @@
 use std::time::Duration;
 
 use trawl_compactor::lease::Lease;
-use trawl_compactor::testing::function_doc;
-use trawl_compactor::{BuildOptions, CompactError, LiveDoc, Quiet, generation};
+use trawl_compactor::{BuildOptions, CompactError, LiveDoc, Quiet};
 use trawl_core::s3_testing::S3Server;
 use trawl_core::store::Store;
+use trawl_index::generation;
+use trawl_index::testing::function_doc;
 
 use crate::search::{index, ok, search_json, trawl};
 use crate::support::{SourceRepo, file};
@@ -149,7 +150,7 @@ async fn two_compactors_on_one_s3_bucket_never_both_build_and_gc_waits_for_a_bui
         .await
         .unwrap();
     assert!(second.generation > first.generation);
-    trawl_compactor::generation::rollback(&one).await.unwrap();
+    trawl_index::generation::rollback(&one).await.unwrap();
     let report = trawl_compactor::gc(&one, 1, Duration::ZERO).await.unwrap();
     assert_eq!(report.collected, [second.generation]);
     let third = trawl_compactor::build(&one, docs(32), None, &opts, &Quiet)

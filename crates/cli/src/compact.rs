@@ -402,7 +402,7 @@ async fn wait(
     // First the run: a fetch run that finished since the live generation was built — or
     // any, when the live generation was built at a deadline with stragglers (its run is not
     // done yet).
-    let mut built = trawl_compactor::generation::live(store)
+    let mut built = trawl_index::generation::live(store)
         .await?
         .map(|m| (m.generation, m.created_at));
     if let (Some((generation, _)), Some(report)) = (
@@ -493,7 +493,7 @@ async fn unchanged_since(
     let now = trawl_compactor::live::inputs_fingerprint(store, space)
         .await
         .context("listing the live set's inputs")?;
-    let live = trawl_compactor::generation::live(store)
+    let live = trawl_index::generation::live(store)
         .await?
         .filter(|m| m.inputs.as_deref() == Some(now.as_str()));
     Ok((now, live))

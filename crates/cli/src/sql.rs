@@ -86,7 +86,7 @@ pub async fn session(store: &Store) -> anyhow::Result<SessionContext> {
     for (name, dir, partition, schema) in part_tables() {
         ctx.register_table(name, listing(&prefix, dir, schema, Some(partition))?)?;
     }
-    let live = trawl_compactor::generation::live(store)
+    let live = trawl_index::generation::live(store)
         .await
         .context("reading the live generation")?;
     match live.as_ref().and_then(|m| m.chunks_table.as_deref()) {

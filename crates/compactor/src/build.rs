@@ -2,7 +2,7 @@
 //!
 //! Docs are spread over `shards` by a hash of their chunk id. For each shard the docs the live
 //! generation holds (minus its tombstones) are compared with the live set by
-//! [`crate::docs::DocKey`] (chunk id, content hash, has-vector):
+//! [`trawl_index::docs::DocKey`] (chunk id, content hash, has-vector):
 //! - nothing changed → the shard's segments and tombstones are reused as they are;
 //! - docs added or changed → one new delta segment holds them; docs removed or replaced →
 //!   tombstones (ords by segment), written as one small file;
@@ -18,14 +18,14 @@ use std::time::Instant;
 use futures::StreamExt;
 
 use trawl_core::store::Store;
-
-use crate::docs::{DocKey, DocRow};
-use crate::generation::{
+use trawl_index::docs::{DocKey, DocRow};
+use trawl_index::generation::{
     self, BuildStats, Counts, FORMAT_VERSION, Manifest, SegmentEntry, ShardEntry, Tombstones,
 };
+use trawl_index::segment::{self, SpaceInfo, VectorData};
+
 use crate::lease::{self, Lease, claim_generation};
-use crate::segment::{self, SpaceInfo, VectorData};
-use crate::{CompactError, Progress};
+use crate::{CompactError, IndexError, Progress};
 
 /// One chunk of the live set.
 #[derive(Clone, Debug)]
@@ -232,7 +232,7 @@ async fn write_segment(
         segment::build(&rows, &vectors, space.as_ref(), &path, threads)
     })
     .await
-    .map_err(|e| CompactError::Index(format!("segment build task: {e}")))??;
+    .map_err(|e| IndexError::Segment(format!("segment build task: {e}")))??;
     let bytes = files.bytes();
     store
         .put(&format!("{dir}/docs.parquet"), files.docs)

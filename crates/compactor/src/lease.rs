@@ -292,7 +292,10 @@ fn json<T: Serialize>(v: &T) -> Bytes {
 /// `at_least - 1`. Never returns a number returned before on this store.
 pub async fn claim_generation(store: &Store, at_least: u64) -> Result<u64, CompactError> {
     let highest_claim = numbered(store, CLAIMS_PREFIX).await?.last().copied();
-    let highest_gen = crate::generation::generations(store).await?.last().copied();
+    let highest_gen = trawl_index::generation::generations(store)
+        .await?
+        .last()
+        .copied();
     let mut next = highest_claim
         .max(highest_gen)
         .map_or(1, |g| g + 1)

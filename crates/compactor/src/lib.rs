@@ -1,45 +1,35 @@
 //! # trawl-compactor
 //!
 //! Turns chunks and vectors into what the query service reads: index generations on the store
-//! that appear atomically and can be rolled back, rebuilt incrementally.
+//! that appear atomically and can be rolled back, rebuilt incrementally. The format itself —
+//! segments, manifests, `CURRENT` — is [`trawl_index`]'s; this crate decides what goes in.
 //!
-//! - [`live`] (feature `live-set`, on by default): the live set with DataFusion.
+//! - [`live`]: the live set with DataFusion.
 //! - [`build`]: a generation from the live set, reusing unchanged shards, with delta segments,
 //!   tombstones and size-tiered merges.
-//! - [`segment`]: one segment — doc store (Parquet), vector index (usearch HNSW), text index
-//!   (tantivy with the [`analyzer`]).
-//! - [`generation`]: manifests, `CURRENT`, rollback, garbage collection.
+//! - [`gc`](mod@gc): garbage collection of generations, under the lease.
 //! - [`lease`]: one compactor at a time; generation numbers never reused.
 //! - [`retention`]: run reports, superseded manifests, repositories that left the list.
-//!
-//! The ANN library is usearch: float, int8 and binary vectors in one HNSW implementation,
-//! filtered search (for access control inside the search), serialisation to a buffer and
-//! memory-mapped views; the benchmark (`cargo bench -p trawl-compactor --no-default-features`)
-//! prints its recall, build time, memory and load time.
 
-pub mod analyzer;
 pub mod build;
-pub mod docs;
-pub mod generation;
+pub mod gc;
 pub mod lease;
-#[cfg(feature = "live-set")]
 pub mod live;
 pub mod retention;
-pub mod segment;
-pub mod testing;
 
 pub use build::{BuildOptions, LiveDoc, build};
-pub use generation::{GcReport, Manifest, gc, rollback};
-pub use segment::{SpaceInfo, VectorData};
+pub use gc::{GcReport, gc};
+pub use trawl_index::generation::rollback;
+pub use trawl_index::{IndexError, Manifest, SpaceInfo, VectorData};
 
 /// Why compaction failed.
 #[derive(Debug, thiserror::Error)]
 pub enum CompactError {
     #[error(transparent)]
     Core(#[from] trawl_core::Error),
-    /// Building or reading an index failed.
-    #[error("{0}")]
-    Index(String),
+    /// Reading or writing the index format failed (a segment, a manifest, `CURRENT`).
+    #[error(transparent)]
+    Index(#[from] IndexError),
     /// A generation is unreadable or of an unknown format.
     #[error("{0}")]
     Format(String),

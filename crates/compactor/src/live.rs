@@ -19,11 +19,11 @@ use serde::Deserialize;
 use trawl_core::ids::{ChunkId, CommitId, RepoId};
 use trawl_core::records::{ChunkRecord, EmbeddingRecord, ManifestRow, RepoList, RepoState};
 use trawl_core::store::{Store, keys};
+use trawl_index::docs::DocRow;
+use trawl_index::segment::{SpaceInfo, VectorData};
 
 use crate::CompactError;
 use crate::build::LiveDoc;
-use crate::docs::DocRow;
-use crate::segment::{SpaceInfo, VectorData};
 
 /// The live set and where it came from.
 #[derive(Debug, Default)]

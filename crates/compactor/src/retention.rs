@@ -1,4 +1,4 @@
-//! Retention for what grows with every run beside the index generations (which [`crate::gc`]
+//! Retention for what grows with every run beside the index generations (which [`crate::gc()`]
 //! collects): run reports, large bus payloads, superseded repository manifests, and every
 //! object of a repository that left the list.
 //!

@@ -1,29 +1,22 @@
-//! The compactor without the live-set query: segments, recall, generations, incremental
-//! builds, crashes and format versions, over synthetic docs in a memory store.
+//! The compactor without the live-set query: generations, incremental builds, crashes, gc
+//! and the lease, over synthetic docs in a memory store (the format alone: `trawl-index`).
 
 use std::collections::{BTreeMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
 
 use trawl_core::store::Store;
+use trawl_index::docs::DocRow;
+use trawl_index::generation::{self, Manifest};
+use trawl_index::segment::{SpaceInfo, VectorData};
+use trawl_index::testing::unit;
 
 use crate::build::{BuildOptions, LiveDoc, build};
-use crate::docs::DocRow;
-use crate::generation::{self, Manifest};
 use crate::lease::{Lease, LeaseRecord};
-use crate::segment::{self, SpaceInfo, VectorData};
-use crate::testing::unit;
 use crate::{CompactError, Progress, Quiet};
 
 fn doc(i: u64, text: &str) -> DocRow {
-    let lines = (1 + (i % 10) as u32 * 5, 5 + (i % 10) as u32 * 5);
-    crate::testing::function_doc(
-        "github.com/acme/shop",
-        &format!("src/mod{}.py", i / 10),
-        &format!("handler_{i}"),
-        text,
-        lines,
-    )
+    trawl_index::testing::handler_doc(i, text)
 }
 
 fn corpus(n: u64, dims: usize) -> Vec<LiveDoc> {
@@ -39,11 +32,7 @@ fn corpus(n: u64, dims: usize) -> Vec<LiveDoc> {
 }
 
 fn space(dims: u32) -> SpaceInfo {
-    SpaceInfo {
-        model: "test".into(),
-        dims,
-        dtype: "float".into(),
-    }
+    trawl_index::testing::float_space(dims)
 }
 
 fn opts(shards: u32) -> BuildOptions {
@@ -92,104 +81,6 @@ fn expected(live: &[LiveDoc]) -> BTreeMap<String, String> {
     live.iter()
         .map(|d| (d.doc.chunk_id.to_string(), d.doc.content_hash.to_string()))
         .collect()
-}
-
-#[test]
-fn ann_recall_at_10_against_exact_search_is_at_least_095() {
-    let dims = 64;
-    let n = 4000u64;
-    let vectors: Vec<(u64, VectorData)> = (0..n)
-        .map(|i| (i, VectorData::F32(unit(i, dims))))
-        .collect();
-    let index = segment::build_vectors(&space(dims as u32), &vectors, 2).unwrap();
-    let mut hits = 0;
-    let queries = 100;
-    for q in 0..queries {
-        let query = unit(1_000_000 + q, dims);
-        let mut exact: Vec<(f32, u64)> = vectors
-            .iter()
-            .map(|(k, v)| {
-                let VectorData::F32(v) = v else {
-                    unreachable!()
-                };
-                (v.iter().zip(&query).map(|(a, b)| a * b).sum::<f32>(), *k)
-            })
-            .collect();
-        exact.sort_by(|a, b| b.0.total_cmp(&a.0));
-        let truth: HashSet<u64> = exact[..10].iter().map(|(_, k)| *k).collect();
-        let found = index.search(&query, 10).unwrap();
-        hits += found.keys.iter().filter(|k| truth.contains(k)).count();
-    }
-    let recall = hits as f64 / (queries * 10) as f64;
-    assert!(recall >= 0.95, "recall@10 = {recall}");
-
-    // int8 and binary spaces build and find a vector's own key first.
-    for dtype in ["int8", "binary"] {
-        let s = SpaceInfo {
-            dtype: dtype.into(),
-            ..space(dims as u32)
-        };
-        let vs: Vec<(u64, VectorData)> = (0..500u64)
-            .map(|i| {
-                let f = unit(i, dims);
-                let v = if dtype == "int8" {
-                    VectorData::I8(f.iter().map(|x| (x * 127.0) as i8).collect())
-                } else {
-                    VectorData::Bits(
-                        f.chunks(8)
-                            .map(|c| c.iter().fold(0u8, |b, x| (b << 1) | u8::from(*x > 0.0)))
-                            .collect(),
-                    )
-                };
-                (i, v)
-            })
-            .collect();
-        let index = segment::build_vectors(&s, &vs, 2).unwrap();
-        let VectorData::I8(q) = &vs[42].1 else {
-            let VectorData::Bits(b) = &vs[42].1 else {
-                unreachable!()
-            };
-            let found = index.search(usearch::b1x8::from_u8s(b), 1).unwrap();
-            assert_eq!(found.keys[0], 42);
-            continue;
-        };
-        assert_eq!(index.search(q, 1).unwrap().keys[0], 42);
-    }
-}
-
-#[test]
-fn the_text_index_matches_identifiers_however_they_are_typed() {
-    let mut docs: Vec<DocRow> = (0..20)
-        .map(|i| doc(i, &format!("def other_{i}():\n    return {i}\n")))
-        .collect();
-    docs[7].text = "def parseHTTPResponse(raw):\n    return Response(raw)\n".into();
-    docs[7].symbol = Some("parseHTTPResponse".into());
-    docs[7].qualified_name = Some("client.parseHTTPResponse".into());
-    docs[12].text = "def retry_with_backoff(): pass\n".into();
-    for (i, d) in docs.iter_mut().enumerate() {
-        d.ord = i as u64;
-    }
-    let tmp = tempfile::tempdir().unwrap();
-    let files = segment::build(&docs, &[], None, tmp.path(), 1).unwrap();
-    assert!(files.vectors.is_none());
-    let dir = tempfile::tempdir().unwrap();
-    for (name, bytes) in &files.text {
-        std::fs::write(dir.path().join(name), bytes).unwrap();
-    }
-    let index = segment::open_text(dir.path()).unwrap();
-    for q in [
-        "parse http response",
-        "parsehttpresponse",
-        "parseHTTPResponse",
-        "ParseHttpResponse",
-        "parse_http_response",
-    ] {
-        let top = segment::search_text(&index, q, 3).unwrap();
-        assert_eq!(top.first().map(|t| t.0), Some(7), "{q}: {top:?}");
-    }
-    let top = segment::search_text(&index, "retry-with-backoff", 3).unwrap();
-    assert_eq!(top[0].0, 12);
-    assert!(segment::search_text(&index, "((unbalanced", 3).is_ok());
 }
 
 #[tokio::test]
@@ -246,11 +137,11 @@ async fn a_one_percent_change_rewrites_a_few_percent_and_the_result_equals_a_ful
     let live_now = generation::live(&store).await.unwrap().unwrap();
     assert_eq!(live_now.generation, third.generation);
     // Within the grace period nothing that was live recently is collected.
-    let report = generation::gc(&store, 2, Duration::from_secs(3600))
+    let report = crate::gc(&store, 2, Duration::from_secs(3600))
         .await
         .unwrap();
     assert!(report.collected.is_empty(), "{report:?}");
-    let report = generation::gc(&store, 2, Duration::ZERO).await.unwrap();
+    let report = crate::gc(&store, 2, Duration::ZERO).await.unwrap();
     assert_eq!(report.kept, [third.generation, second.generation]);
     assert!(report.collected.contains(&fourth.generation));
     assert!(report.collected.contains(&first.generation));
@@ -288,11 +179,11 @@ async fn a_crash_before_the_swap_leaves_current_untouched_and_the_partial_genera
         "the partial generation is on the store"
     );
     // The crashed build still holds the lease: gc refuses rather than race it...
-    let busy = generation::gc(&store, 3, Duration::ZERO).await.unwrap_err();
+    let busy = crate::gc(&store, 3, Duration::ZERO).await.unwrap_err();
     assert!(matches!(busy, CompactError::Busy(_)), "{busy}");
     // ...until it expires.
     expire_leases(&store).await;
-    let report = generation::gc(&store, 3, Duration::ZERO).await.unwrap();
+    let report = crate::gc(&store, 3, Duration::ZERO).await.unwrap();
     assert_eq!(report.collected, [2]);
     assert!(store.list("index/gen=2/").await.unwrap().is_empty());
     assert_eq!(contents(&store, &first).await, expected(&live));
@@ -333,7 +224,7 @@ async fn generation_numbers_are_never_reused_after_rollback_and_gc() {
         seen.push(m.generation);
     }
     generation::rollback(&store).await.unwrap();
-    generation::gc(&store, 1, Duration::ZERO).await.unwrap();
+    crate::gc(&store, 1, Duration::ZERO).await.unwrap();
     assert!(generation::generations(&store).await.unwrap() == [seen[0]]);
     let again = build(&store, corpus(120, 16), Some(space(16)), &opts(2), &Quiet)
         .await
@@ -363,39 +254,6 @@ async fn a_second_compactor_is_refused_while_one_builds() {
     build(&store, corpus(50, 16), Some(space(16)), &opts(2), &Quiet)
         .await
         .unwrap();
-}
-
-#[tokio::test]
-async fn manifests_of_the_known_format_are_read_and_others_refused_with_what_to_do() {
-    let store = Store::memory();
-    let fixtures =
-        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/index");
-    let v1 = std::fs::read(fixtures.join("manifest-format-1.json")).unwrap();
-    store
-        .put(&generation::manifest_key(7), bytes::Bytes::from(v1))
-        .await
-        .unwrap();
-    let m = generation::manifest(&store, 7).await.unwrap();
-    assert_eq!((m.generation, m.counts.chunks, m.shards.len()), (7, 2, 1));
-
-    let v99 = std::fs::read(fixtures.join("manifest-format-99.json")).unwrap();
-    store
-        .put(&generation::manifest_key(8), bytes::Bytes::from(v99))
-        .await
-        .unwrap();
-    let err = generation::manifest(&store, 8).await.unwrap_err();
-    assert!(matches!(err, CompactError::Format(_)));
-    assert!(err.to_string().contains("upgrade trawl"), "{err}");
-
-    store
-        .put(
-            generation::CURRENT,
-            bytes::Bytes::from_static(br#"{"format_version":0,"generation":1,"manifest":"x"}"#),
-        )
-        .await
-        .unwrap();
-    let err = generation::current(&store).await.unwrap_err();
-    assert!(err.to_string().contains("trawl compact --full"), "{err}");
 }
 
 #[tokio::test]

@@ -15,7 +15,7 @@
 
 use std::time::Instant;
 
-use trawl_compactor::segment::{SpaceInfo, VectorData};
+use trawl_index::segment::{SpaceInfo, VectorData};
 use trawl_query::search::exact_scan;
 
 const DIMS: usize = 1024;
@@ -47,7 +47,7 @@ fn main() {
     let t = Instant::now();
     for i in 0..n {
         index
-            .add(i, &trawl_compactor::testing::clustered(i, DIMS))
+            .add(i, &trawl_index::testing::clustered(i, DIMS))
             .expect("add");
     }
     index.change_expansion_search(128);
@@ -57,9 +57,9 @@ fn main() {
     );
     let queries: Vec<Vec<f32>> = (0..QUERIES)
         .map(|i| {
-            let base = trawl_compactor::testing::clustered(i * 7919 % n, DIMS);
-            let noise = trawl_compactor::testing::unit(1_000_000 + i, DIMS);
-            trawl_compactor::testing::normalized(
+            let base = trawl_index::testing::clustered(i * 7919 % n, DIMS);
+            let noise = trawl_index::testing::unit(1_000_000 + i, DIMS);
+            trawl_index::testing::normalized(
                 base.iter().zip(&noise).map(|(a, b)| a + 0.3 * b).collect(),
             )
         })

@@ -21,11 +21,11 @@ use std::path::PathBuf;
 use std::time::Instant;
 
 use trawl_compactor::build::{BuildOptions, LiveDoc, build};
-use trawl_compactor::docs::DocRow;
-use trawl_compactor::segment::{SpaceInfo, VectorData};
-use trawl_compactor::testing::normalized;
 use trawl_core::ids::RepoId;
 use trawl_core::store::Store;
+use trawl_index::docs::DocRow;
+use trawl_index::segment::{SpaceInfo, VectorData};
+use trawl_index::testing::normalized;
 use trawl_query::index::Generation;
 use trawl_query::search::{self, Filter};
 use trawl_query::{Access, Mode, SearchRequest};
@@ -34,11 +34,11 @@ const DIMS: usize = 1024;
 const QUERIES: usize = 300;
 
 fn unit(seed: u64) -> Vec<f32> {
-    trawl_compactor::testing::unit(seed, DIMS)
+    trawl_index::testing::unit(seed, DIMS)
 }
 
 fn clustered(i: u64) -> Vec<f32> {
-    trawl_compactor::testing::clustered(i, DIMS)
+    trawl_index::testing::clustered(i, DIMS)
 }
 
 fn corpus() -> Vec<DocRow> {
@@ -74,7 +74,7 @@ async fn ensure_index(n: usize, base: &[DocRow]) -> Store {
         .join("../../target/bench-query")
         .join(format!("n={n}"));
     let store = Store::from_url(&dir.to_string_lossy()).expect("store");
-    if let Ok(Some(m)) = trawl_compactor::generation::live(&store).await
+    if let Ok(Some(m)) = trawl_index::generation::live(&store).await
         && m.counts.chunks == n as u64
     {
         return store;

@@ -8,11 +8,11 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use futures::StreamExt;
-use trawl_compactor::docs::DocRow;
-use trawl_compactor::generation::{self, Manifest, SegmentEntry, Tombstones};
-use trawl_compactor::segment;
 use trawl_core::ChunkId;
 use trawl_core::store::Store;
+use trawl_index::docs::DocRow;
+use trawl_index::generation::{self, Manifest, SegmentEntry, Tombstones};
+use trawl_index::segment;
 
 use crate::QueryError;
 

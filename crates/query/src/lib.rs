@@ -52,8 +52,9 @@ pub enum QueryError {
     NoIndex,
     #[error(transparent)]
     Core(#[from] trawl_core::Error),
+    /// The index's format could not be read (a manifest, `CURRENT`, a segment).
     #[error(transparent)]
-    Compact(#[from] trawl_compactor::CompactError),
+    Format(#[from] trawl_index::IndexError),
     /// The query could not be embedded.
     #[error("embedding the query: {0}")]
     Embed(#[from] trawl_embed_worker::EmbedError),

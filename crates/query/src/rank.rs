@@ -5,8 +5,8 @@
 
 use std::collections::HashMap;
 
-use trawl_compactor::docs::DocRow;
 use trawl_core::config::QueryConfig;
+use trawl_index::docs::DocRow;
 
 use crate::index::{is_definition, normalize_symbol};
 

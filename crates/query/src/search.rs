@@ -11,9 +11,9 @@ use std::sync::Arc;
 
 use globset::GlobSet;
 use rayon::prelude::*;
-use trawl_compactor::VectorData;
-use trawl_compactor::docs::DocRow;
 use trawl_core::config::QueryConfig;
+use trawl_index::VectorData;
+use trawl_index::docs::DocRow;
 
 use crate::QueryError;
 use crate::access::{Access, globset};
@@ -202,7 +202,7 @@ pub fn candidates(
                     params.max_query_terms
                 ));
             }
-            Some(trawl_compactor::segment::text_query(
+            Some(trawl_index::segment::text_query(
                 schema,
                 &text,
                 params.phrase_weight,
@@ -348,7 +348,7 @@ fn cap_terms(text: &str, max: usize) -> (std::borrow::Cow<'_, str>, usize) {
     let words: Vec<&str> = text.split_whitespace().collect();
     let mut seen = std::collections::HashSet::new();
     for (i, w) in words.iter().enumerate() {
-        let terms = trawl_compactor::analyzer::terms(w);
+        let terms = trawl_index::analyzer::terms(w);
         let new = terms.iter().filter(|t| !seen.contains(*t)).count();
         if seen.len() + new > max.max(1) {
             return (words[..i].join(" ").into(), words.len() - i);
@@ -550,7 +550,7 @@ fn lexical_arm(
             searcher.search(q, &collector).map_err(tv)?
         }
     };
-    Ok(trawl_compactor::segment::ords(&searcher, hits)?
+    Ok(trawl_index::segment::ords(&searcher, hits)?
         .into_iter()
         .map(|(ord, score)| (si, ord as u32, f64::from(score)))
         .collect())
@@ -788,7 +788,7 @@ mod tests {
     use super::*;
 
     /// A usearch index of `n` vectors of `space`, and the graph walk made exhaustive.
-    fn index_of(space: &trawl_compactor::SpaceInfo, vectors: &[VectorData]) -> usearch::Index {
+    fn index_of(space: &trawl_index::SpaceInfo, vectors: &[VectorData]) -> usearch::Index {
         let index = usearch::Index::new(&space.index_options().unwrap()).unwrap();
         index.reserve(vectors.len()).unwrap();
         for (k, v) in vectors.iter().enumerate() {
@@ -805,13 +805,13 @@ mod tests {
     #[test]
     fn the_exact_scan_finds_what_the_filtered_graph_walk_finds() {
         let dims = 48;
-        let unit = |seed: u64| trawl_compactor::testing::unit(seed, dims);
-        let float = trawl_compactor::SpaceInfo {
+        let unit = |seed: u64| trawl_index::testing::unit(seed, dims);
+        let float = trawl_index::SpaceInfo {
             model: "t".into(),
             dims: dims as u32,
             dtype: "float".into(),
         };
-        let int8 = trawl_compactor::SpaceInfo {
+        let int8 = trawl_index::SpaceInfo {
             dtype: "int8".into(),
             ..float.clone()
         };
@@ -867,9 +867,8 @@ mod tests {
             .collect::<Vec<_>>()
             .join(" ");
         let (text, dropped) = cap_terms(&long, 64);
-        let terms: std::collections::HashSet<String> = trawl_compactor::analyzer::terms(&text)
-            .into_iter()
-            .collect();
+        let terms: std::collections::HashSet<String> =
+            trawl_index::analyzer::terms(&text).into_iter().collect();
         assert!(terms.len() <= 64, "{}", terms.len());
         assert!(dropped > 4000, "{dropped}");
         let (same, none) = cap_terms("parse the config file", 64);

@@ -7,10 +7,10 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant};
 
-use trawl_compactor::{SpaceInfo, VectorData};
 use trawl_core::config::{Config, EmbedConfig, QueryConfig};
 use trawl_core::store::Store;
 use trawl_embed_worker::{Embedder, InputType, Vector};
+use trawl_index::{SpaceInfo, VectorData};
 
 use crate::QueryError;
 use crate::access::Access;
@@ -220,7 +220,7 @@ impl Searcher {
     /// Loads the generation `CURRENT` names if it is not the one served, then swaps it in.
     /// Returns the new generation's number when it swapped.
     pub async fn refresh(&self) -> Result<Option<u64>, QueryError> {
-        let Some((cur, _)) = trawl_compactor::generation::current(&self.store).await? else {
+        let Some((cur, _)) = trawl_index::generation::current(&self.store).await? else {
             return Ok(None);
         };
         // Identity is number and manifest content, never the number alone.

@@ -3,10 +3,11 @@
 
 use std::collections::HashSet;
 
+use trawl_compactor::Quiet;
 use trawl_compactor::build::{BuildOptions, LiveDoc, build};
-use trawl_compactor::{Quiet, SpaceInfo, VectorData};
 use trawl_core::config::QueryConfig;
 use trawl_core::store::Store;
+use trawl_index::{SpaceInfo, VectorData};
 
 use crate::access::Access;
 use crate::index::Generation;
@@ -16,12 +17,12 @@ use crate::search::{self, Filter};
 const DIMS: usize = 32;
 
 fn unit(seed: u64) -> Vec<f32> {
-    trawl_compactor::testing::unit(seed, DIMS)
+    trawl_index::testing::unit(seed, DIMS)
 }
 
 fn live(i: u64, repo: &str, text: &str) -> LiveDoc {
     LiveDoc {
-        doc: trawl_compactor::testing::function_doc(
+        doc: trawl_index::testing::function_doc(
             repo,
             &format!("src/m{i}.py"),
             &format!("handler_{i}"),
@@ -223,7 +224,7 @@ async fn a_cached_segment_is_trusted_by_its_content_not_its_directory_name() {
     // A manifest changed under a number CURRENT already names is refused, not served.
     let mut m = g_new.manifest.clone();
     m.created_at = "2000-01-01T00:00:00Z".into();
-    new.put_json(&trawl_compactor::generation::manifest_key(m.generation), &m)
+    new.put_json(&trawl_index::generation::manifest_key(m.generation), &m)
         .await
         .unwrap();
     let err = Generation::open_current(&new, cache.path())
@@ -276,8 +277,7 @@ async fn filters_and_access_apply_inside_the_vector_arm_before_top_k() {
 }
 
 fn doc_at(path: &str, kind: &str, symbol: &str, text: &str, lines: (u32, u32)) -> LiveDoc {
-    let mut doc =
-        trawl_compactor::testing::function_doc("github.com/a/svc", path, symbol, text, lines);
+    let mut doc = trawl_index::testing::function_doc("github.com/a/svc", path, symbol, text, lines);
     kind.clone_into(&mut doc.kind);
     doc.chunk_id = trawl_core::hash::chunk_id(&doc.repo_id, path, kind, symbol, 0);
     LiveDoc {

@@ -67,3 +67,24 @@ pub fn function_doc(
         members: vec![],
     }
 }
+
+/// Doc `i` of a synthetic Python repository (ten functions a file, five lines each) with `text`.
+pub fn handler_doc(i: u64, text: &str) -> crate::docs::DocRow {
+    let lines = (1 + (i % 10) as u32 * 5, 5 + (i % 10) as u32 * 5);
+    function_doc(
+        "github.com/acme/shop",
+        &format!("src/mod{}.py", i / 10),
+        &format!("handler_{i}"),
+        text,
+        lines,
+    )
+}
+
+/// A float vector space of `dims` dimensions.
+pub fn float_space(dims: u32) -> crate::segment::SpaceInfo {
+    crate::segment::SpaceInfo {
+        model: "test".into(),
+        dims,
+        dtype: "float".into(),
+    }
+}

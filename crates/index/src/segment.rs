@@ -11,7 +11,7 @@ use tantivy::schema::{
 use tantivy::{Index, TantivyDocument};
 use usearch::{IndexOptions, MetricKind, ScalarKind};
 
-use crate::CompactError;
+use crate::IndexError;
 use crate::analyzer::{CodeTokenizer, NAME as ANALYZER};
 use crate::docs::DocRow;
 
@@ -33,14 +33,14 @@ pub struct SpaceInfo {
 }
 
 impl SpaceInfo {
-    fn scalar(&self) -> Result<(ScalarKind, MetricKind), CompactError> {
+    fn scalar(&self) -> Result<(ScalarKind, MetricKind), IndexError> {
         Ok(match self.dtype.as_str() {
             // Unit vectors: inner product is cosine.
             "float" => (ScalarKind::F32, MetricKind::IP),
             "int8" => (ScalarKind::I8, MetricKind::Cos),
             "binary" | "ubinary" => (ScalarKind::B1, MetricKind::Hamming),
             other => {
-                return Err(CompactError::Format(format!(
+                return Err(IndexError::Format(format!(
                     "vectors of dtype {other} cannot be indexed: use float, int8 or binary"
                 )));
             }
@@ -48,7 +48,7 @@ impl SpaceInfo {
     }
 
     /// usearch options for this space.
-    pub fn index_options(&self) -> Result<IndexOptions, CompactError> {
+    pub fn index_options(&self) -> Result<IndexOptions, IndexError> {
         let (quantization, metric) = self.scalar()?;
         Ok(IndexOptions {
             dimensions: self.dims as usize,
@@ -126,14 +126,14 @@ pub fn build_vectors(
     space: &SpaceInfo,
     vectors: &[(u64, VectorData)],
     threads: usize,
-) -> Result<usearch::Index, CompactError> {
-    let ann = |e: cxx::Exception| CompactError::Index(format!("vector index: {e}"));
+) -> Result<usearch::Index, IndexError> {
+    let ann = |e: cxx::Exception| IndexError::Segment(format!("vector index: {e}"));
     let index = usearch::Index::new(&space.index_options()?).map_err(ann)?;
     index
         .reserve_capacity_and_threads(vectors.len().max(1), threads.max(1))
         .map_err(ann)?;
     let per = vectors.len().div_ceil(threads.max(1)).max(1);
-    let results: Vec<Result<(), CompactError>> = std::thread::scope(|s| {
+    let results: Vec<Result<(), IndexError>> = std::thread::scope(|s| {
         let handles: Vec<_> = vectors
             .chunks(per)
             .map(|part| {
@@ -155,7 +155,7 @@ pub fn build_vectors(
             .into_iter()
             .map(|h| {
                 h.join()
-                    .unwrap_or_else(|_| Err(CompactError::Index("a thread panicked".into())))
+                    .unwrap_or_else(|_| Err(IndexError::Segment("a thread panicked".into())))
             })
             .collect()
     });
@@ -164,11 +164,11 @@ pub fn build_vectors(
 }
 
 /// The serialized form of a vector index.
-pub fn save_vectors(index: &usearch::Index) -> Result<Bytes, CompactError> {
+pub fn save_vectors(index: &usearch::Index) -> Result<Bytes, IndexError> {
     let mut buf = vec![0u8; index.serialized_length()];
     index
         .save_to_buffer(&mut buf)
-        .map_err(|e| CompactError::Index(format!("saving the vector index: {e}")))?;
+        .map_err(|e| IndexError::Segment(format!("saving the vector index: {e}")))?;
     Ok(Bytes::from(buf))
 }
 
@@ -179,7 +179,7 @@ pub fn build(
     space: Option<&SpaceInfo>,
     tmp: &Path,
     threads: usize,
-) -> Result<SegmentFiles, CompactError> {
+) -> Result<SegmentFiles, IndexError> {
     let docs_bytes = trawl_core::records::to_parquet(docs)?;
     let vectors = match (space, vectors.is_empty()) {
         (Some(space), false) => Some(save_vectors(&build_vectors(space, vectors, threads)?)?),
@@ -194,9 +194,9 @@ pub fn build(
 }
 
 /// Builds the text index in memory (no files, no fsyncs) and returns its files.
-fn build_text(docs: &[DocRow], _tmp: &Path) -> Result<Vec<(String, Bytes)>, CompactError> {
+fn build_text(docs: &[DocRow], _tmp: &Path) -> Result<Vec<(String, Bytes)>, IndexError> {
     use tantivy::directory::Directory;
-    let tv = |e: tantivy::TantivyError| CompactError::Index(format!("text index: {e}"));
+    let tv = |e: tantivy::TantivyError| IndexError::Segment(format!("text index: {e}"));
     let (schema, f) = text_schema();
     let index = Index::create_in_ram(schema);
     register(&index);
@@ -249,9 +249,9 @@ fn build_text(docs: &[DocRow], _tmp: &Path) -> Result<Vec<(String, Bytes)>, Comp
 }
 
 /// Opens a segment's text index from a local directory.
-pub fn open_text(dir: &Path) -> Result<Index, CompactError> {
+pub fn open_text(dir: &Path) -> Result<Index, IndexError> {
     let index = Index::open_in_dir(dir)
-        .map_err(|e| CompactError::Index(format!("opening the text index: {e}")))?;
+        .map_err(|e| IndexError::Segment(format!("opening the text index: {e}")))?;
     register(&index);
     Ok(index)
 }
@@ -279,14 +279,14 @@ pub fn text_query(
     schema: &Schema,
     query: &str,
     phrase_boost: f32,
-) -> Result<tantivy::query::BooleanQuery, CompactError> {
+) -> Result<tantivy::query::BooleanQuery, IndexError> {
     use tantivy::Term;
     use tantivy::query::{BooleanQuery, BoostQuery, Occur, Query, TermQuery};
     let mut fields = Vec::new();
     for (name, boost) in BOOSTS {
         let f = schema
             .get_field(name)
-            .map_err(|e| CompactError::Index(format!("text index: {e}")))?;
+            .map_err(|e| IndexError::Segment(format!("text index: {e}")))?;
         fields.push((f, boost));
     }
     let mut terms = crate::analyzer::terms(query);
@@ -325,7 +325,7 @@ pub fn text_query(
     if words.len() >= 3 && phrase_boost > 0.0 {
         let body = schema
             .get_field("body")
-            .map_err(|e| CompactError::Index(format!("text index: {e}")))?;
+            .map_err(|e| IndexError::Segment(format!("text index: {e}")))?;
         let mut pairs: Vec<(&String, &String)> = words.windows(2).map(|w| (&w[0], &w[1])).collect();
         pairs.sort();
         pairs.dedup();
@@ -344,9 +344,9 @@ pub fn text_query(
 }
 
 /// BM25 search of one segment's text index: the best `k` (ord, score).
-pub fn search_text(index: &Index, query: &str, k: usize) -> Result<Vec<(u64, f32)>, CompactError> {
+pub fn search_text(index: &Index, query: &str, k: usize) -> Result<Vec<(u64, f32)>, IndexError> {
     use tantivy::collector::TopDocs;
-    let tv = |e: tantivy::TantivyError| CompactError::Index(format!("text search: {e}"));
+    let tv = |e: tantivy::TantivyError| IndexError::Segment(format!("text search: {e}"));
     let q = text_query(&index.schema(), query, PHRASE_BOOST)?;
     let reader = index.reader().map_err(tv)?;
     let searcher = reader.searcher();
@@ -360,8 +360,8 @@ pub fn search_text(index: &Index, query: &str, k: usize) -> Result<Vec<(u64, f32
 pub fn ords(
     searcher: &tantivy::Searcher,
     top: Vec<(f32, tantivy::DocAddress)>,
-) -> Result<Vec<(u64, f32)>, CompactError> {
-    let tv = |e: tantivy::TantivyError| CompactError::Index(format!("text search: {e}"));
+) -> Result<Vec<(u64, f32)>, IndexError> {
+    let tv = |e: tantivy::TantivyError| IndexError::Segment(format!("text search: {e}"));
     let mut out = Vec::with_capacity(top.len());
     for (score, addr) in top {
         let col = searcher

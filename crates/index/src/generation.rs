@@ -2,13 +2,11 @@
 //! made live by swapping `index/CURRENT`.
 
 use std::collections::BTreeMap;
-use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 use trawl_core::store::{Store, Version};
 
-use crate::CompactError;
-use crate::lease::Lease;
+use crate::IndexError;
 use crate::segment::SpaceInfo;
 
 /// The generation format written by this release. A reader refuses newer formats, and reads
@@ -131,7 +129,7 @@ pub struct Manifest {
     pub source_runs: Vec<String>,
     pub previous: Option<u64>,
     pub build: BuildStats,
-    /// [`crate::live::inputs_fingerprint`] of what it was built from, when known: a later
+    /// The compactor's fingerprint of the inputs it was built from, when known: a later
     /// compaction with the same inputs has nothing to build.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub inputs: Option<String>,
@@ -156,11 +154,11 @@ pub fn manifest_key(generation: u64) -> String {
     format!("{}manifest.json", gen_dir(generation))
 }
 
-fn check_format(found: u32, what: &str) -> Result<(), CompactError> {
+fn check_format(found: u32, what: &str) -> Result<(), IndexError> {
     if READABLE_FORMATS.contains(&found) {
         return Ok(());
     }
-    Err(CompactError::Format(if found > FORMAT_VERSION {
+    Err(IndexError::Format(if found > FORMAT_VERSION {
         format!(
             "{what} has index format {found}, written by a newer trawl (this one reads {READABLE_FORMATS:?}): upgrade trawl"
         )
@@ -172,18 +170,18 @@ fn check_format(found: u32, what: &str) -> Result<(), CompactError> {
 }
 
 /// The live generation and its version (for the swap), if any.
-pub async fn current(store: &Store) -> Result<Option<(Current, Version)>, CompactError> {
+pub async fn current(store: &Store) -> Result<Option<(Current, Version)>, IndexError> {
     let Some((bytes, version)) = store.get_versioned(CURRENT).await? else {
         return Ok(None);
     };
     let cur: Current = serde_json::from_slice(&bytes)
-        .map_err(|e| CompactError::Format(format!("{CURRENT} is not readable: {e}")))?;
+        .map_err(|e| IndexError::Format(format!("{CURRENT} is not readable: {e}")))?;
     check_format(cur.format_version, CURRENT)?;
     Ok(Some((cur, version)))
 }
 
 /// Reads a generation's manifest.
-pub async fn manifest(store: &Store, generation: u64) -> Result<Manifest, CompactError> {
+pub async fn manifest(store: &Store, generation: u64) -> Result<Manifest, IndexError> {
     Ok(manifest_with_hash(store, generation).await?.0)
 }
 
@@ -191,21 +189,21 @@ pub async fn manifest(store: &Store, generation: u64) -> Result<Manifest, Compac
 pub async fn manifest_with_hash(
     store: &Store,
     generation: u64,
-) -> Result<(Manifest, String), CompactError> {
+) -> Result<(Manifest, String), IndexError> {
     let key = manifest_key(generation);
     let bytes = store.get(&key).await?.ok_or_else(|| {
-        CompactError::Format(format!("generation {generation} has no manifest ({key})"))
+        IndexError::Format(format!("generation {generation} has no manifest ({key})"))
     })?;
     let raw: serde_json::Value =
-        serde_json::from_slice(&bytes).map_err(|e| CompactError::Format(format!("{key}: {e}")))?;
+        serde_json::from_slice(&bytes).map_err(|e| IndexError::Format(format!("{key}: {e}")))?;
     let format = raw["format_version"].as_u64().unwrap_or(0) as u32;
     check_format(format, &key)?;
-    let m = serde_json::from_value(raw).map_err(|e| CompactError::Format(format!("{key}: {e}")))?;
+    let m = serde_json::from_value(raw).map_err(|e| IndexError::Format(format!("{key}: {e}")))?;
     Ok((m, fingerprint(&bytes)))
 }
 
 /// Writes a generation's manifest; returns the [`fingerprint`] of what was written.
-pub async fn put_manifest(store: &Store, m: &Manifest) -> Result<String, CompactError> {
+pub async fn put_manifest(store: &Store, m: &Manifest) -> Result<String, IndexError> {
     let bytes = bytes::Bytes::from(serde_json::to_vec_pretty(m).expect("serialisable"));
     let hash = fingerprint(&bytes);
     store.put(&manifest_key(m.generation), bytes).await?;
@@ -213,7 +211,7 @@ pub async fn put_manifest(store: &Store, m: &Manifest) -> Result<String, Compact
 }
 
 /// The live generation's manifest, if any.
-pub async fn live(store: &Store) -> Result<Option<Manifest>, CompactError> {
+pub async fn live(store: &Store) -> Result<Option<Manifest>, IndexError> {
     match current(store).await? {
         Some((cur, _)) => Ok(Some(manifest(store, cur.generation).await?)),
         None => Ok(None),
@@ -221,7 +219,7 @@ pub async fn live(store: &Store) -> Result<Option<Manifest>, CompactError> {
 }
 
 /// Generations with a manifest, ascending.
-pub async fn generations(store: &Store) -> Result<Vec<u64>, CompactError> {
+pub async fn generations(store: &Store) -> Result<Vec<u64>, IndexError> {
     let mut out: Vec<u64> = store
         .list("index/")
         .await?
@@ -243,7 +241,7 @@ pub async fn swap(
     generation: u64,
     manifest_hash: &str,
     expected: Option<&Version>,
-) -> Result<(), CompactError> {
+) -> Result<(), IndexError> {
     let cur = Current {
         format_version: FORMAT_VERSION,
         generation,
@@ -254,24 +252,24 @@ pub async fn swap(
     if store.swap(CURRENT, bytes, expected).await? {
         Ok(())
     } else {
-        Err(CompactError::Conflict(
+        Err(IndexError::Conflict(
             "another compaction changed index/CURRENT meanwhile: run `trawl compact` again".into(),
         ))
     }
 }
 
 /// Points `CURRENT` back at the generation before the live one. Returns (from, to).
-pub async fn rollback(store: &Store) -> Result<(u64, u64), CompactError> {
+pub async fn rollback(store: &Store) -> Result<(u64, u64), IndexError> {
     let (cur, version) = current(store)
         .await?
-        .ok_or_else(|| CompactError::Conflict("there is no index to roll back".into()))?;
+        .ok_or_else(|| IndexError::Conflict("there is no index to roll back".into()))?;
     let older: Vec<u64> = generations(store)
         .await?
         .into_iter()
         .filter(|&g| g < cur.generation)
         .collect();
     let Some(&to) = older.last() else {
-        return Err(CompactError::Conflict(format!(
+        return Err(IndexError::Conflict(format!(
             "generation {} is the oldest kept: nothing to roll back to",
             cur.generation
         )));
@@ -279,109 +277,4 @@ pub async fn rollback(store: &Store) -> Result<(u64, u64), CompactError> {
     let (_, hash) = manifest_with_hash(store, to).await?;
     swap(store, to, &hash, Some(&version)).await?;
     Ok((cur.generation, to))
-}
-
-/// What [`gc`] removed.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
-pub struct GcReport {
-    pub kept: Vec<u64>,
-    pub collected: Vec<u64>,
-    pub objects_deleted: u64,
-}
-
-/// Keeps the live generation and the `keep - 1` before it (for rollback) and deletes every
-/// other object under `index/`: older generations, generations a crashed build left behind
-/// `CURRENT`, and ones rolled back from. Segments that kept generations reuse from collected
-/// ones stay.
-///
-/// Safe beside a running compactor: it takes the compactor lease, so it waits for no build
-/// and no build starts while it deletes ([`CompactError::Busy`] when one is running). A
-/// generation that was live, or was built, less than `grace` ago is kept too, so a query node
-/// still serving the generation before a swap keeps its files.
-pub async fn gc(store: &Store, keep: usize, grace: Duration) -> Result<GcReport, CompactError> {
-    let lease =
-        Lease::acquire(store, &crate::lease::holder("gc"), Duration::from_secs(120)).await?;
-    let report = gc_leased(store, keep, grace).await;
-    if let Err(e) = lease.release().await {
-        tracing::warn!(error = %e, "releasing the compactor lease (it expires by itself)");
-    }
-    report
-}
-
-/// When `created_at` (RFC 3339) is less than `grace` ago; unreadable times count as recent.
-fn recent(created_at: &str, grace: Duration) -> bool {
-    match humantime::parse_rfc3339_weak(created_at) {
-        Ok(t) => t.elapsed().map_or(true, |age| age < grace),
-        Err(_) => true,
-    }
-}
-
-async fn gc_leased(store: &Store, keep: usize, grace: Duration) -> Result<GcReport, CompactError> {
-    let Some((cur, _)) = current(store).await? else {
-        return Ok(GcReport::default());
-    };
-    let all = generations(store).await?;
-    let mut kept: Vec<u64> = all
-        .iter()
-        .copied()
-        .filter(|&g| g <= cur.generation)
-        .rev()
-        .take(keep.max(1))
-        .collect();
-    // The grace period: a generation built within it, or one whose successor was (it was
-    // live until then, at most).
-    let mut created: BTreeMap<u64, String> = BTreeMap::new();
-    for &g in &all {
-        // An unreadable manifest counts as recent: gc never deletes what it cannot date.
-        let at = manifest(store, g).await.map(|m| m.created_at);
-        created.insert(g, at.unwrap_or_default());
-    }
-    for (i, &g) in all.iter().enumerate() {
-        let successor_recent = all
-            .get(i + 1)
-            .is_some_and(|next| recent(&created[next], grace));
-        if !kept.contains(&g) && (recent(&created[&g], grace) || successor_recent) {
-            kept.push(g);
-        }
-    }
-    kept.sort_unstable_by(|a, b| b.cmp(a));
-    let mut live_prefixes: Vec<String> = Vec::new();
-    for &g in &kept {
-        let m = manifest(store, g).await?;
-        live_prefixes.push(manifest_key(g));
-        live_prefixes.extend(m.chunks_table.clone());
-        for s in &m.shards {
-            live_prefixes.extend(s.segments.iter().map(|seg| format!("{}/", seg.dir)));
-            live_prefixes.extend(s.tombstones.clone());
-        }
-    }
-    let mut report = GcReport {
-        kept: kept.clone(),
-        ..GcReport::default()
-    };
-    let mut collected = std::collections::BTreeSet::new();
-    for key in store.list("index/").await? {
-        if key == CURRENT
-            || key.starts_with(crate::lease::LEASE_PREFIX)
-            || key.starts_with(crate::lease::CLAIMS_PREFIX)
-            || live_prefixes.iter().any(|p| key.starts_with(p.as_str()))
-        {
-            continue;
-        }
-        if let Some(g) = key
-            .strip_prefix("index/gen=")
-            .and_then(|r| r.split_once('/'))
-            .and_then(|(n, _)| n.parse::<u64>().ok())
-        {
-            collected.insert(g);
-        }
-        store.delete(&key).await?;
-        report.objects_deleted += 1;
-    }
-    report.objects_deleted += crate::lease::prune_claims(store).await?;
-    report.collected = collected
-        .into_iter()
-        .filter(|g| !kept.contains(g))
-        .collect();
-    Ok(report)
 }

@@ -1,0 +1,151 @@
+//! The index format without a builder: vector recall, the text index's analyzer, manifests of
+//! known and unknown formats.
+
+use std::collections::HashSet;
+
+use trawl_core::store::Store;
+
+use crate::IndexError;
+use crate::docs::DocRow;
+use crate::generation;
+use crate::segment::{self, SpaceInfo, VectorData};
+use crate::testing::unit;
+
+fn doc(i: u64, text: &str) -> DocRow {
+    crate::testing::handler_doc(i, text)
+}
+
+fn space(dims: u32) -> SpaceInfo {
+    crate::testing::float_space(dims)
+}
+
+#[test]
+fn ann_recall_at_10_against_exact_search_is_at_least_095() {
+    let dims = 64;
+    let n = 4000u64;
+    let vectors: Vec<(u64, VectorData)> = (0..n)
+        .map(|i| (i, VectorData::F32(unit(i, dims))))
+        .collect();
+    let index = segment::build_vectors(&space(dims as u32), &vectors, 2).unwrap();
+    let mut hits = 0;
+    let queries = 100;
+    for q in 0..queries {
+        let query = unit(1_000_000 + q, dims);
+        let mut exact: Vec<(f32, u64)> = vectors
+            .iter()
+            .map(|(k, v)| {
+                let VectorData::F32(v) = v else {
+                    unreachable!()
+                };
+                (v.iter().zip(&query).map(|(a, b)| a * b).sum::<f32>(), *k)
+            })
+            .collect();
+        exact.sort_by(|a, b| b.0.total_cmp(&a.0));
+        let truth: HashSet<u64> = exact[..10].iter().map(|(_, k)| *k).collect();
+        let found = index.search(&query, 10).unwrap();
+        hits += found.keys.iter().filter(|k| truth.contains(k)).count();
+    }
+    let recall = hits as f64 / (queries * 10) as f64;
+    assert!(recall >= 0.95, "recall@10 = {recall}");
+
+    // int8 and binary spaces build and find a vector's own key first.
+    for dtype in ["int8", "binary"] {
+        let s = SpaceInfo {
+            dtype: dtype.into(),
+            ..space(dims as u32)
+        };
+        let vs: Vec<(u64, VectorData)> = (0..500u64)
+            .map(|i| {
+                let f = unit(i, dims);
+                let v = if dtype == "int8" {
+                    VectorData::I8(f.iter().map(|x| (x * 127.0) as i8).collect())
+                } else {
+                    VectorData::Bits(
+                        f.chunks(8)
+                            .map(|c| c.iter().fold(0u8, |b, x| (b << 1) | u8::from(*x > 0.0)))
+                            .collect(),
+                    )
+                };
+                (i, v)
+            })
+            .collect();
+        let index = segment::build_vectors(&s, &vs, 2).unwrap();
+        let VectorData::I8(q) = &vs[42].1 else {
+            let VectorData::Bits(b) = &vs[42].1 else {
+                unreachable!()
+            };
+            let found = index.search(usearch::b1x8::from_u8s(b), 1).unwrap();
+            assert_eq!(found.keys[0], 42);
+            continue;
+        };
+        assert_eq!(index.search(q, 1).unwrap().keys[0], 42);
+    }
+}
+
+#[test]
+fn the_text_index_matches_identifiers_however_they_are_typed() {
+    let mut docs: Vec<DocRow> = (0..20)
+        .map(|i| doc(i, &format!("def other_{i}():\n    return {i}\n")))
+        .collect();
+    docs[7].text = "def parseHTTPResponse(raw):\n    return Response(raw)\n".into();
+    docs[7].symbol = Some("parseHTTPResponse".into());
+    docs[7].qualified_name = Some("client.parseHTTPResponse".into());
+    docs[12].text = "def retry_with_backoff(): pass\n".into();
+    for (i, d) in docs.iter_mut().enumerate() {
+        d.ord = i as u64;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let files = segment::build(&docs, &[], None, tmp.path(), 1).unwrap();
+    assert!(files.vectors.is_none());
+    let dir = tempfile::tempdir().unwrap();
+    for (name, bytes) in &files.text {
+        std::fs::write(dir.path().join(name), bytes).unwrap();
+    }
+    let index = segment::open_text(dir.path()).unwrap();
+    for q in [
+        "parse http response",
+        "parsehttpresponse",
+        "parseHTTPResponse",
+        "ParseHttpResponse",
+        "parse_http_response",
+    ] {
+        let top = segment::search_text(&index, q, 3).unwrap();
+        assert_eq!(top.first().map(|t| t.0), Some(7), "{q}: {top:?}");
+    }
+    let top = segment::search_text(&index, "retry-with-backoff", 3).unwrap();
+    assert_eq!(top[0].0, 12);
+    assert!(segment::search_text(&index, "((unbalanced", 3).is_ok());
+}
+
+#[tokio::test]
+async fn manifests_of_the_known_format_are_read_and_others_refused_with_what_to_do() {
+    let store = Store::memory();
+    let fixtures =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/index");
+    let v1 = std::fs::read(fixtures.join("manifest-format-1.json")).unwrap();
+    store
+        .put(&generation::manifest_key(7), bytes::Bytes::from(v1))
+        .await
+        .unwrap();
+    let m = generation::manifest(&store, 7).await.unwrap();
+    assert_eq!((m.generation, m.counts.chunks, m.shards.len()), (7, 2, 1));
+
+    let v99 = std::fs::read(fixtures.join("manifest-format-99.json")).unwrap();
+    store
+        .put(&generation::manifest_key(8), bytes::Bytes::from(v99))
+        .await
+        .unwrap();
+    let err = generation::manifest(&store, 8).await.unwrap_err();
+    assert!(matches!(err, IndexError::Format(_)));
+    assert!(err.to_string().contains("upgrade trawl"), "{err}");
+
+    store
+        .put(
+            generation::CURRENT,
+            bytes::Bytes::from_static(br#"{"format_version":0,"generation":1,"manifest":"x"}"#),
+        )
+        .await
+        .unwrap();
+    let err = generation::current(&store).await.unwrap_err();
+    assert!(err.to_string().contains("trawl compact --full"), "{err}");
+}
