@@ -209,3 +209,70 @@ fn an_unchanged_index_run_keeps_the_live_generation_instead_of_building_one() {
     let changed = crate::search::index(work.path(), &[&src.path()], "hash");
     assert!(changed.contains("generation 2"), "{changed}");
 }
+
+#[test]
+fn gc_deletes_the_chunk_parts_of_superseded_file_versions_and_keeps_the_live_ones() {
+    let src = SourceRepo::named("parts");
+    src.commit(
+        &[
+            ("a.py", file("def alpha():\n    return 1\n")),
+            ("b.py", file("def beta():\n    return 2\n")),
+        ],
+        false,
+    );
+    let work = tempfile::tempdir().unwrap();
+    crate::search::index(work.path(), &[&src.path()], "hash");
+    src.commit(
+        &[
+            ("a.py", file("def alpha():\n    return 10\n")),
+            ("b.py", file("def beta():\n    return 2\n")),
+        ],
+        false,
+    );
+    crate::search::index(work.path(), &[&src.path()], "hash");
+    let parts = |work: &std::path::Path| -> usize {
+        walk(&work.join(".trawl/chunks"))
+            .iter()
+            .filter(|p| p.ends_with(".parquet"))
+            .count()
+    };
+    assert_eq!(parts(work.path()), 3, "a.py twice, b.py once");
+    let gc = crate::search::ok(
+        &crate::search::trawl(work.path())
+            .args(["compact", "--gc", "--embedder", "hash"])
+            .args(["--set", "compact.gc_grace_secs=0"])
+            .output()
+            .unwrap(),
+    );
+    assert!(gc.contains("1 superseded chunk parts"), "{gc}");
+    assert_eq!(parts(work.path()), 2);
+    // What is left is everything the index needs: a full rebuild finds the same chunks.
+    let full = crate::search::ok(
+        &crate::search::trawl(work.path())
+            .args(["compact", "--full", "--embedder", "hash", "--json"])
+            .output()
+            .unwrap(),
+    );
+    let m: serde_json::Value = serde_json::from_str(&full).unwrap();
+    let before: serde_json::Value = serde_json::from_slice(
+        &std::fs::read(work.path().join(".trawl/index/gen=2/manifest.json")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(m["counts"]["chunks"], before["counts"]["chunks"], "{m}");
+    let hits = crate::search::search_json(work.path(), &["alpha", "--mode", "lexical", "-k", "1"]);
+    assert!(hits[0]["text"].as_str().unwrap().contains("return 10"));
+}
+
+fn walk(dir: &std::path::Path) -> Vec<String> {
+    let mut out = Vec::new();
+    if let Ok(entries) = std::fs::read_dir(dir) {
+        for e in entries.flatten() {
+            if e.path().is_dir() {
+                out.extend(walk(&e.path()));
+            } else {
+                out.push(e.path().to_string_lossy().into_owned());
+            }
+        }
+    }
+    out
+}

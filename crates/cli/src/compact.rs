@@ -201,6 +201,11 @@ pub async fn run(cfg: &Config, args: Args) -> anyhow::Result<ExitCode> {
             "gc: kept generations {:?}, collected {:?} ({} objects deleted)",
             r.kept, r.collected, r.objects_deleted
         );
+        // Chunk parts: only a live generation built from the store's current inputs may say
+        // which are needed (after a rollback, or with runs since, the next build decides).
+        // Asked before retention deletes superseded manifests (which changes no live set).
+        let space = space(cfg, args.embedder.as_deref());
+        let (_, current_live) = unchanged_since(&store, space.as_ref()).await?;
         let days = cfg.compact.retain_runs_days;
         let kept = trawl_compactor::retention::retain(
             &store,
@@ -220,6 +225,26 @@ pub async fn run(cfg: &Config, args: Args) -> anyhow::Result<ExitCode> {
             kept.removed_repos.len(),
             kept.removed_repo_objects
         );
+        match current_live {
+            Some(m) if m.chunks_table.is_some() => {
+                let key = m.chunks_table.as_deref().unwrap_or_default();
+                let table = store
+                    .get(key)
+                    .await?
+                    .with_context(|| format!("{key} is missing: run `trawl compact --full`"))?;
+                let needed = trawl_compactor::parts::needed_parts(table)?;
+                let n = trawl_compactor::parts::collect_chunk_parts(
+                    &store,
+                    &needed,
+                    std::time::Duration::from_secs(cfg.compact.gc_grace_secs),
+                )
+                .await?;
+                println!("retention: {n} superseded chunk parts deleted");
+            }
+            _ => println!(
+                "retention: chunk parts kept (the live generation is not built from the store's current inputs: run `trawl compact`, then `--gc`)"
+            ),
+        }
         return Ok(ExitCode::SUCCESS);
     }
     let totals = Arc::new(Totals::default());

@@ -15,6 +15,7 @@ pub mod build;
 pub mod gc;
 pub mod lease;
 pub mod live;
+pub mod parts;
 pub mod retention;
 
 pub use build::{BuildOptions, LiveDoc, build};

@@ -3,9 +3,9 @@
 //! object of a repository that left the list.
 //!
 //! Nothing younger than the grace period is touched, so a fetch or chunk run in flight (whose
-//! new manifest is written before its state) never loses what it just wrote. Chunk and
-//! embedding parts of repositories still on the list are kept: a part's key does not say
-//! which file version it holds, and the live set needs the current ones.
+//! new manifest is written before its state) never loses what it just wrote. Chunk parts of
+//! repositories still on the list are collected by [`crate::parts`], from the live `chunks`
+//! table; embedding parts stay (one part holds the vectors of many content hashes).
 
 use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::time::{Duration, SystemTime};
