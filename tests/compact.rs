@@ -213,30 +213,28 @@ fn an_unchanged_index_run_keeps_the_live_generation_instead_of_building_one() {
 #[test]
 fn gc_deletes_the_chunk_parts_of_superseded_file_versions_and_keeps_the_live_ones() {
     let src = SourceRepo::named("parts");
-    src.commit(
-        &[
-            ("a.py", file("def alpha():\n    return 1\n")),
-            ("b.py", file("def beta():\n    return 2\n")),
-        ],
-        false,
-    );
     let work = tempfile::tempdir().unwrap();
-    crate::search::index(work.path(), &[&src.path()], "hash");
-    src.commit(
-        &[
-            ("a.py", file("def alpha():\n    return 10\n")),
-            ("b.py", file("def beta():\n    return 2\n")),
-        ],
-        false,
-    );
-    crate::search::index(work.path(), &[&src.path()], "hash");
-    let parts = |work: &std::path::Path| -> usize {
-        walk(&work.join(".trawl/chunks"))
+    // Three versions of a.py beside an unchanged b.py.
+    for n in [1, 10, 100] {
+        src.commit(
+            &[
+                ("a.py", file(format!("def alpha():\n    return {n}\n"))),
+                ("b.py", file("def beta():\n    return 2\n")),
+            ],
+            false,
+        );
+        crate::search::index(work.path(), &[&src.path()], "hash");
+    }
+    let count = |dir: &str| -> usize {
+        walk(&work.path().join(".trawl").join(dir))
             .iter()
             .filter(|p| p.ends_with(".parquet"))
             .count()
     };
-    assert_eq!(parts(work.path()), 3, "a.py twice, b.py once");
+    assert_eq!(count("chunks"), 4, "a.py three times, b.py once");
+    // One embedding part per run: the first holds b.py's vectors too, the second only the
+    // alpha of version 2, which nothing live uses any more.
+    assert_eq!(count("embeddings"), 3);
     let gc = crate::search::ok(
         &crate::search::trawl(work.path())
             .args(["compact", "--gc", "--embedder", "hash"])
@@ -244,9 +242,11 @@ fn gc_deletes_the_chunk_parts_of_superseded_file_versions_and_keeps_the_live_one
             .output()
             .unwrap(),
     );
-    assert!(gc.contains("1 superseded chunk parts"), "{gc}");
-    assert_eq!(parts(work.path()), 2);
-    // What is left is everything the index needs: a full rebuild finds the same chunks.
+    assert!(gc.contains("2 superseded chunk parts"), "{gc}");
+    assert!(gc.contains("1 embedding parts with no live vector"), "{gc}");
+    assert_eq!((count("chunks"), count("embeddings")), (2, 2));
+    // What is left is everything the index needs: a full rebuild finds the same chunks, each
+    // with its vector.
     let full = crate::search::ok(
         &crate::search::trawl(work.path())
             .args(["compact", "--full", "--embedder", "hash", "--json"])
@@ -255,12 +255,13 @@ fn gc_deletes_the_chunk_parts_of_superseded_file_versions_and_keeps_the_live_one
     );
     let m: serde_json::Value = serde_json::from_str(&full).unwrap();
     let before: serde_json::Value = serde_json::from_slice(
-        &std::fs::read(work.path().join(".trawl/index/gen=2/manifest.json")).unwrap(),
+        &std::fs::read(work.path().join(".trawl/index/gen=3/manifest.json")).unwrap(),
     )
     .unwrap();
     assert_eq!(m["counts"]["chunks"], before["counts"]["chunks"], "{m}");
+    assert_eq!(m["counts"]["with_vector"], m["counts"]["chunks"], "{m}");
     let hits = crate::search::search_json(work.path(), &["alpha", "--mode", "lexical", "-k", "1"]);
-    assert!(hits[0]["text"].as_str().unwrap().contains("return 10"));
+    assert!(hits[0]["text"].as_str().unwrap().contains("return 100"));
 }
 
 fn walk(dir: &std::path::Path) -> Vec<String> {

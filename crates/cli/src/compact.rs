@@ -233,13 +233,25 @@ pub async fn run(cfg: &Config, args: Args) -> anyhow::Result<ExitCode> {
                     .await?
                     .with_context(|| format!("{key} is missing: run `trawl compact --full`"))?;
                 let needed = trawl_compactor::parts::needed_parts(table)?;
-                let n = trawl_compactor::parts::collect_chunk_parts(
-                    &store,
-                    &needed,
-                    std::time::Duration::from_secs(cfg.compact.gc_grace_secs),
-                )
-                .await?;
-                println!("retention: {n} superseded chunk parts deleted");
+                let grace = std::time::Duration::from_secs(cfg.compact.gc_grace_secs);
+                let n = trawl_compactor::parts::collect_chunk_parts(&store, &needed.parts, grace)
+                    .await?;
+                let mut vectors = 0;
+                if let Some(s) = &m.space {
+                    let dir = trawl_core::store::keys::embedding_space(
+                        &trawl_core::store::keys::space(&s.model, s.dims, &s.dtype),
+                    );
+                    vectors = trawl_compactor::parts::collect_embedding_parts(
+                        &store,
+                        &dir,
+                        &needed.hashes,
+                        grace,
+                    )
+                    .await?;
+                }
+                println!(
+                    "retention: {n} superseded chunk parts, {vectors} embedding parts with no live vector deleted"
+                );
             }
             _ => println!(
                 "retention: chunk parts kept (the live generation is not built from the store's current inputs: run `trawl compact`, then `--gc`)"

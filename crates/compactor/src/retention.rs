@@ -4,8 +4,8 @@
 //!
 //! Nothing younger than the grace period is touched, so a fetch or chunk run in flight (whose
 //! new manifest is written before its state) never loses what it just wrote. Chunk parts of
-//! repositories still on the list are collected by [`crate::parts`], from the live `chunks`
-//! table; embedding parts stay (one part holds the vectors of many content hashes).
+//! repositories still on the list, and embedding parts of the live vector space, are collected
+//! by [`crate::parts`], from the live `chunks` table.
 
 use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::time::{Duration, SystemTime};
