@@ -8,6 +8,7 @@ use anyhow::Context;
 use trawl_compactor::live::Completion;
 use trawl_compactor::{BuildOptions, Progress, SpaceInfo};
 use trawl_core::config::Config;
+use trawl_core::records::{Stage, rfc3339};
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -124,14 +125,15 @@ impl Totals {
     }
 }
 
-/// What `--wait` found when it stopped waiting.
-#[derive(serde::Serialize)]
+/// What `--wait` found when it stopped waiting (`runs/<run>.json`, stage `compact`).
+#[derive(serde::Serialize, serde::Deserialize)]
 struct WaitReport {
-    stage: &'static str,
-    run: String,
+    stage: Stage,
+    run: trawl_core::ids::RunId,
     waited_seconds: f64,
     complete: bool,
     generation: u64,
+    #[serde(skip_deserializing)]
     completion: Completion,
 }
 
@@ -369,8 +371,8 @@ async fn finish(
             code = ExitCode::from(3);
         }
         let report = WaitReport {
-            stage: "compact",
-            run: trawl_core::ids::RunId::new().to_string(),
+            stage: Stage::Compact,
+            run: trawl_core::ids::RunId::new(),
             waited_seconds: seconds,
             complete,
             generation: m.generation,
@@ -441,12 +443,12 @@ async fn wait(
     // done yet).
     let mut built = trawl_index::generation::live(store)
         .await?
-        .map(|m| (m.generation, m.created_at));
+        .map(|m| (m.generation, rfc3339::parse(&m.created_at)));
     if let (Some((generation, _)), Some(report)) = (
         &built,
-        trawl_compactor::live::latest_report(store, "compact").await?,
-    ) && report["generation"].as_u64() == Some(*generation)
-        && report["complete"] == false
+        trawl_compactor::live::latest_report::<WaitReport>(store, Stage::Compact).await?,
+    ) && report.generation == *generation
+        && !report.complete
     {
         eprintln!(
             "compactor: generation {generation} was built with stragglers; waiting for its run to finish"
@@ -454,7 +456,7 @@ async fn wait(
         built = None;
     }
     let run = loop {
-        let since = built.as_ref().map(|(_, at)| at.as_str());
+        let since = built.as_ref().and_then(|(_, at)| *at);
         if let Some(run) = trawl_compactor::live::fetch_run_since(store, since).await? {
             break run;
         }
@@ -476,7 +478,8 @@ async fn wait(
     };
     eprintln!(
         "compactor: fetch run {} finished at {}; waiting for it to be chunked and embedded",
-        run.run, run.finished_at
+        run.run,
+        humantime::format_rfc3339_seconds(run.finished_at)
     );
     // An unchanged night: the inputs are those of a live generation that waits for nothing.
     if !args.full

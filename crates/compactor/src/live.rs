@@ -8,6 +8,7 @@
 
 use std::collections::HashMap;
 use std::sync::Arc;
+use std::time::SystemTime;
 
 use datafusion::arrow::datatypes::{DataType, SchemaRef};
 use datafusion::datasource::file_format::parquet::ParquetFormat;
@@ -16,8 +17,10 @@ use datafusion::datasource::listing::{
 };
 use datafusion::prelude::SessionContext;
 use serde::Deserialize;
-use trawl_core::ids::{ChunkId, CommitId, RepoId};
-use trawl_core::records::{ChunkRecord, EmbeddingRecord, ManifestRow, RepoList, RepoState};
+use trawl_core::ids::{ChunkId, CommitId, RepoId, RunId};
+use trawl_core::records::{
+    ChunkRecord, EmbeddingRecord, ManifestRow, RepoList, RepoState, RunHead, Stage,
+};
 use trawl_core::store::{Store, keys};
 use trawl_index::docs::DocRow;
 use trawl_index::segment::{SpaceInfo, VectorData};
@@ -362,42 +365,49 @@ pub async fn completion(
 /// A finished fetch run, from its report (`runs/<run>.json`, written when the run ends).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct FetchRun {
-    pub run: String,
-    pub finished_at: String,
+    pub run: RunId,
+    pub finished_at: SystemTime,
 }
 
-/// The newest run report of `stage` (`fetch`, `embed`, `compact`), as JSON. Run ids begin
-/// with their start time, so reports are read newest first and the search stops at the first
-/// one of the stage.
-pub async fn latest_report(
+/// The newest run report of `stage`, read as `T`. Run ids begin with their start time, so
+/// reports are read newest first and the search stops at the first one of the stage that
+/// reads as `T`; others are skipped (with a warning when the stage matched).
+pub async fn latest_report<T: serde::de::DeserializeOwned>(
     store: &Store,
-    stage: &str,
-) -> Result<Option<serde_json::Value>, CompactError> {
+    stage: Stage,
+) -> Result<Option<T>, CompactError> {
     let mut keys = store.list("runs/").await?;
     keys.reverse();
     for key in &keys {
-        let Ok(Some(r)) = store.get_json::<serde_json::Value>(key).await else {
+        let Ok(Some(bytes)) = store.get(key).await else {
             continue;
         };
-        if r["stage"] == stage {
-            return Ok(Some(r));
+        match serde_json::from_slice::<RunHead>(&bytes) {
+            Ok(head) if head.stage == stage => match serde_json::from_slice(&bytes) {
+                Ok(r) => return Ok(Some(r)),
+                // Written by another release: an older one of the stage may still read.
+                Err(e) => tracing::warn!(key, error = %e, "a run report of another form; skipped"),
+            },
+            _ => {}
         }
     }
     Ok(None)
 }
 
-/// The newest fetch run that finished at or after `since` (RFC 3339; `None`: any).
+/// The newest fetch run that finished at or after `since` (`None`: any).
 pub async fn fetch_run_since(
     store: &Store,
-    since: Option<&str>,
+    since: Option<SystemTime>,
 ) -> Result<Option<FetchRun>, CompactError> {
-    let Some(r) = latest_report(store, "fetch").await? else {
+    let Some(head) = latest_report::<RunHead>(store, Stage::Fetch).await? else {
         return Ok(None);
     };
-    let run = FetchRun {
-        run: r["run"].as_str().unwrap_or_default().to_owned(),
-        finished_at: r["finished_at"].as_str().unwrap_or_default().to_owned(),
+    let Some(finished_at) = head.finished_at else {
+        return Ok(None);
     };
-    let fresh = since.is_none_or(|s| run.finished_at.as_str() >= s);
-    Ok(fresh.then_some(run))
+    let fresh = since.is_none_or(|s| finished_at >= s);
+    Ok(fresh.then_some(FetchRun {
+        run: head.run,
+        finished_at,
+    }))
 }

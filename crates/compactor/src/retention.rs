@@ -11,7 +11,7 @@ use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::time::{Duration, SystemTime};
 
 use trawl_core::ids::RepoId;
-use trawl_core::records::{RepoList, RepoState};
+use trawl_core::records::{RepoList, RepoState, Stage};
 use trawl_core::store::{Store, keys};
 
 use crate::CompactError;
@@ -121,16 +121,20 @@ async fn run_reports(store: &Store, age: Duration) -> Result<u64, CompactError> 
     let mut reports = store.list_modified("runs/").await?;
     // Run ids begin with their start time: newest last.
     reports.sort();
-    let mut newest_seen: HashSet<String> = HashSet::new();
+    let mut newest_seen: HashSet<Option<Stage>> = HashSet::new();
     let mut deleted = 0;
     for (key, modified) in reports.into_iter().rev() {
+        // The stage only: a report of a stage this release does not know counts as one more.
+        #[derive(serde::Deserialize)]
+        struct Tagged {
+            stage: Stage,
+        }
         let stage = store
-            .get_json::<serde_json::Value>(&key)
+            .get_json::<Tagged>(&key)
             .await
             .ok()
             .flatten()
-            .and_then(|r| r["stage"].as_str().map(str::to_owned))
-            .unwrap_or_default();
+            .map(|t| t.stage);
         if newest_seen.insert(stage) {
             continue;
         }

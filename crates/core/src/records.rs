@@ -364,6 +364,64 @@ impl EmbeddingRecord {
     }
 }
 
+/// The stage a run report (`runs/<run>.json`) is of.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Stage {
+    Fetch,
+    Embed,
+    Compact,
+}
+
+impl std::fmt::Display for Stage {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl Stage {
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Stage::Fetch => "fetch",
+            Stage::Embed => "embed",
+            Stage::Compact => "compact",
+        }
+    }
+}
+
+/// What every run report begins with, whatever its stage: read this to find reports, then
+/// the stage's own type. Timestamps are RFC 3339 in the file and time values here.
+#[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
+pub struct RunHead {
+    pub run: RunId,
+    pub stage: Stage,
+    #[serde(default, deserialize_with = "rfc3339::option")]
+    pub finished_at: Option<std::time::SystemTime>,
+}
+
+/// RFC 3339 timestamps as [`std::time::SystemTime`].
+pub mod rfc3339 {
+    use serde::{Deserialize, Deserializer};
+
+    /// An optional RFC 3339 string; an unreadable one is an error.
+    pub fn option<'de, D: Deserializer<'de>>(
+        d: D,
+    ) -> Result<Option<std::time::SystemTime>, D::Error> {
+        match Option::<String>::deserialize(d)? {
+            None => Ok(None),
+            Some(s) if s.is_empty() => Ok(None),
+            Some(s) => humantime::parse_rfc3339_weak(&s)
+                .map(Some)
+                .map_err(serde::de::Error::custom),
+        }
+    }
+
+    /// Parses one RFC 3339 string.
+    pub fn parse(s: &str) -> Option<std::time::SystemTime> {
+        humantime::parse_rfc3339_weak(s).ok()
+    }
+}
+
 /// `repos/list.json`: the repositories the organisation indexes, as the last fetch run over
 /// the whole list saw them. The live set is these repositories only: one that leaves the
 /// list leaves the index at the next compaction (its objects are collected by retention).

@@ -210,7 +210,7 @@ pub struct EmbedReport {
 pub struct RunReport {
     pub schema_version: u32,
     pub run: RunId,
-    pub stage: &'static str,
+    pub stage: trawl_core::records::Stage,
     pub embed: EmbedReport,
 }
 
@@ -414,7 +414,7 @@ impl EmbedWorker {
         let report = RunReport {
             schema_version: REPORT_VERSION,
             run: i.run.clone(),
-            stage: "embed",
+            stage: trawl_core::records::Stage::Embed,
             embed: EmbedReport {
                 embedder: i.opts.embedder.clone(),
                 model: space.model.clone(),

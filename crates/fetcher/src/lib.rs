@@ -161,7 +161,7 @@ pub struct RepoReport {
 #[derive(Clone, Debug, Serialize)]
 pub struct RunReport {
     pub run: RunId,
-    pub stage: &'static str,
+    pub stage: records::Stage,
     pub dry_run: bool,
     pub started_at: String,
     pub finished_at: String,
@@ -274,7 +274,7 @@ impl Fetcher {
         reports.sort_by(|a, b| a.url.cmp(&b.url));
         let report = RunReport {
             run,
-            stage: "fetch",
+            stage: records::Stage::Fetch,
             dry_run: opts.dry_run,
             started_at: started_at.to_string(),
             finished_at: humantime::format_rfc3339_seconds(std::time::SystemTime::now())
