@@ -2,9 +2,15 @@
 # What a nightly run costs against what changed: N small local repositories (8 files of the
 # Python standard library each), indexed with the hash embedder (so the model's speed is not
 # what is measured), then indexed again unchanged, then with 1 % of the repositories changed.
-# Prints one table; ratios are against the first run, measured in the same run.
+# Each run's time and peak RSS (`/usr/bin/time -f %M`); then the store's object count, the time
+# and result of `trawl sql` counting the chunks (checked against the live generation's
+# `counts.chunks`), one grouped query and one lexical search. Prints two markdown tables; ratios
+# are against the first run, measured in the same run. The work directory is removed at exit.
 #
-#   bash scripts/bench-nightly.sh [N]        (default 200; TRAWL_BIN=path picks the binary)
+#   bash scripts/bench-nightly.sh [N]        (default 200)
+#
+# TRAWL_BIN=path picks the binary (target/debug/trawl by default, built if absent);
+# BENCH_WORD=word is the search's query (default "connection").
 set -euo pipefail
 cd "$(dirname "$0")/.."
 n=${1:-200}
@@ -30,31 +36,72 @@ for i in $(seq 1 "$n"); do
   printf '[[repo]]\nurl = "%s"\n\n' "$r" >>"$work/repos.toml"
 done
 
-run() {
+[ -x /usr/bin/time ] || { echo "bench-nightly: /usr/bin/time (GNU time) is needed for peak RSS" >&2; exit 1; }
+
+# Runs "$@" in $work with stdout to $work/last.out; sets secs and rss (peak RSS, KiB). Not in
+# a subshell, so that a failing command ends the script.
+timed() {
   local t0 t1
   t0=$(date +%s.%N)
-  (cd "$work" && "$bin" index --repos repos.toml --embedder hash >/dev/null 2>"$work/last.err") \
+  (cd "$work" && /usr/bin/time -f "%M" -o "$work/last.rss" "$@" >"$work/last.out" 2>"$work/last.err") \
     || { cat "$work/last.err" >&2; exit 1; }
   t1=$(date +%s.%N)
-  python3 -c "print(f'{$t1 - $t0:.2f}')"
+  secs=$(python3 -c "print(f'{$t1 - $t0:.2f}')")
+  rss=$(tail -1 "$work/last.rss")
 }
 
-first=$(run)
-unchanged=$(run)
+run() { timed "$bin" index --repos repos.toml --embedder hash; }
+
+run; first=$secs first_rss=$rss
+run; unchanged=$secs unchanged_rss=$rss
 changed_n=$(( n / 100 > 0 ? n / 100 : 1 ))
 for i in $(seq 1 "$changed_n"); do
   r="$work/repos/r$i"
   printf '\n\ndef bench_added_%s():\n    return %s\n' "$i" "$i" >>"$(ls "$r"/*.py | head -1)"
   git -C "$r" -c user.name=bench -c user.email=bench@example.com commit -q -am change
 done
-changed=$(run)
+run; changed=$secs changed_rss=$rss
 
-python3 - "$n" "$first" "$unchanged" "$changed_n" "$changed" <<'EOF'
+objects=$(find "$work/.trawl" -type f | wc -l)
+live_chunks=$(python3 - "$work/.trawl" <<'EOF'
+import json, os, sys
+store = sys.argv[1]
+cur = json.load(open(os.path.join(store, "index", "CURRENT")))
+m = json.load(open(os.path.join(store, "index", f"gen={cur['generation']}", "manifest.json")))
+print(m["counts"]["chunks"])
+EOF
+)
+timed "$bin" sql --csv "select count(*), count(distinct repo_id) from chunks"; count_s=$secs
+count_row=$(tail -1 "$work/last.out" | tr -d '\r')
+timed "$bin" sql --csv "select language, count(*) from chunks group by language"; group_s=$secs
+group_rows=$(( $(wc -l <"$work/last.out") - 1 ))
+word=${BENCH_WORD:-connection}
+timed "$bin" search "$word" --mode lexical -k 5; search_s=$secs
+search_hits=$(grep -cE '^ *[0-9]+\. ' "$work/last.out" || true)
+
+python3 - "$n" "$first" "$first_rss" "$unchanged" "$unchanged_rss" "$changed_n" "$changed" \
+  "$changed_rss" "$objects" "$count_s" "$count_row" "$live_chunks" "$group_s" "$group_rows" \
+  "$word" "$search_s" "$search_hits" <<'EOF'
 import sys
-n, first, unchanged, k, changed = sys.argv[1], *map(float, sys.argv[2:4]), sys.argv[4], float(sys.argv[5])
-print(f"| run ({n} repositories) | seconds | of the first run |")
-print("|---|---:|---:|")
-print(f"| first `trawl index --repos` | {first:.1f} | 100 % |")
-print(f"| again, nothing changed | {unchanged:.1f} | {100 * unchanged / first:.0f} % |")
-print(f"| {k} repositories changed (one file each) | {changed:.1f} | {100 * changed / first:.0f} % |")
+a = sys.argv[1:]
+n, first, first_rss, unchanged, unchanged_rss, k, changed, changed_rss = a[:8]
+objects, count_s, count_row, live, group_s, group_rows, word, search_s, hits = a[8:]
+first, unchanged, changed = float(first), float(unchanged), float(changed)
+mb = lambda kib: f"{int(kib) / 1024:,.0f}"
+print(f"| run ({n} repositories) | seconds | % of first | peak RSS MB |")
+print("|---|---:|---:|---:|")
+print(f"| first `trawl index --repos` | {first:.1f} | 100 % | {mb(first_rss)} |")
+print(f"| again, nothing changed | {unchanged:.1f} | {100 * unchanged / first:.0f} % | {mb(unchanged_rss)} |")
+print(f"| {k} repositories changed (one file each) | {changed:.1f} | {100 * changed / first:.0f} % | {mb(changed_rss)} |")
+print()
+rows, repos = (count_row.split(",") + ["?"])[:2]
+same = "equal" if rows.strip() == live.strip() else "**differs**"
+print("| query | seconds | result |")
+print("|---|---:|---|")
+print(f"| objects under the store (`find .trawl -type f`) | | {int(objects):,} |")
+print(f"| `trawl sql \"select count(*), count(distinct repo_id) from chunks\"` | {float(count_s):.2f} "
+      f"| {int(rows):,} chunks in {repos} repositories; live generation's `counts.chunks` "
+      f"{int(live):,}: {same} |")
+print(f"| `trawl sql \"select language, count(*) from chunks group by language\"` | {float(group_s):.2f} | {group_rows} language{'' if group_rows == '1' else 's'} |")
+print(f"| `trawl search \"{word}\" --mode lexical -k 5` | {float(search_s):.2f} | {hits} results |")
 EOF
