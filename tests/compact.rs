@@ -7,7 +7,7 @@ use std::time::Duration;
 use trawl_chunk_worker::ChunkWorker;
 use trawl_compactor::live::live_set;
 use trawl_compactor::{BuildOptions, Quiet, SpaceInfo};
-use trawl_embed_worker::hash::HashEmbedder;
+use trawl_embed::hash::HashEmbedder;
 use trawl_embed_worker::{EmbedWorker, Options, Until};
 use trawl_fetcher::RunOptions;
 

@@ -767,7 +767,7 @@ async fn a_new_generation_is_swapped_in_while_queries_run_and_none_fails() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_reranker_reorders_the_fused_top_and_its_failure_only_adds_a_note() {
-    use trawl_embed_worker::fake::{FakeConfig, FakeVoyage};
+    use trawl_embed::fake::{FakeConfig, FakeVoyage};
     let work = tempfile::tempdir().unwrap();
     let (_a, _b, cfg) = two_repos(work.path()).await;
     let fake = FakeVoyage::start(FakeConfig {

@@ -535,7 +535,7 @@ fn trawl_config_masks_every_inline_secret() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_voyage_index_without_its_key_is_not_served_lexical_only() {
-    use trawl_embed_worker::fake::{FakeConfig, FakeVoyage};
+    use trawl_embed::fake::{FakeConfig, FakeVoyage};
     let fake = FakeVoyage::start(FakeConfig::default()).await.unwrap();
     let work = tempfile::tempdir().unwrap();
     let repo = visible_repo();

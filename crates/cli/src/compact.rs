@@ -177,7 +177,7 @@ impl Progress for Live {
 }
 
 pub fn space(cfg: &Config, embedder: Option<&str>) -> Option<SpaceInfo> {
-    match trawl_embed_worker::space_of(&cfg.embed, embedder) {
+    match trawl_embed::space_of(&cfg.embed, embedder) {
         Ok(s) => Some(SpaceInfo {
             model: s.model,
             dims: s.dims,

@@ -113,7 +113,7 @@ async fn drain(bus: Arc<dyn Bus>, topic: &str, group: &str, keep: bool) -> Vec<b
 
 /// Installs the default local model when it is the one to use and is missing.
 async fn ensure_model(cfg: &Config, embedder: &str) -> anyhow::Result<()> {
-    use trawl_embed_worker::local;
+    use trawl_embed::local;
     if embedder != "local" || !cfg.embed.model_dir.as_os_str().is_empty() {
         return Ok(());
     }

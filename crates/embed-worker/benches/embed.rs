@@ -24,10 +24,10 @@ use trawl_core::bus::{Bus, InProcBus};
 use trawl_core::ids::{CommitId, RepoId, RunId};
 use trawl_core::records::{self, CHUNK_PART_VERSION, ChunkPartEvent, ChunkRecord, EmbeddingRecord};
 use trawl_core::store::Store;
-use trawl_embed_worker::embedder::{Embedder, InputType, Vector};
-use trawl_embed_worker::fake::{FakeConfig, FakeVoyage, fake_tokens};
-use trawl_embed_worker::local::{LocalEmbedder, default_model_dir};
-use trawl_embed_worker::voyage::{VoyageConfig, VoyageEmbedder};
+use trawl_embed::embedder::{Embedder, InputType, Vector};
+use trawl_embed::fake::{FakeConfig, FakeVoyage, fake_tokens};
+use trawl_embed::local::{LocalEmbedder, default_model_dir};
+use trawl_embed::voyage::{VoyageConfig, VoyageEmbedder};
 use trawl_embed_worker::worker::CHUNKS_TOPIC;
 use trawl_embed_worker::{EmbedWorker, Options, Until};
 

@@ -34,7 +34,7 @@ use trawl_core::records::{
 use trawl_core::shutdown::Shutdown;
 use trawl_core::store::{Store, keys};
 
-use crate::embedder::{
+use trawl_embed::embedder::{
     EmbedError, Embedder, InputType, Outcome, Vector, batches, embed_isolating, fit,
 };
 
@@ -313,7 +313,7 @@ impl EmbedWorker {
     }
 
     /// The embedder's vector space.
-    pub fn space(&self) -> &crate::Space {
+    pub fn space(&self) -> &trawl_embed::Space {
         self.inner.embedder.space()
     }
 

@@ -220,8 +220,8 @@ async fn open(store: &Store) -> (Generation, f64) {
 }
 
 async fn query_embedding() {
-    use trawl_embed_worker::local::{LocalEmbedder, default_model_dir, is_installed};
-    use trawl_embed_worker::{Embedder, InputType};
+    use trawl_embed::local::{LocalEmbedder, default_model_dir, is_installed};
+    use trawl_embed::{Embedder, InputType};
     let dir = default_model_dir();
     if !is_installed(&dir) {
         println!(

@@ -57,7 +57,7 @@ pub enum QueryError {
     Format(#[from] trawl_index::IndexError),
     /// The query could not be embedded.
     #[error("embedding the query: {0}")]
-    Embed(#[from] trawl_embed_worker::EmbedError),
+    Embed(#[from] trawl_embed::EmbedError),
     /// The index's vectors cannot be searched by this process (a key or a model is missing).
     #[error(
         "the index's vector space {space} cannot be searched here: {reason}; refusing to serve it lexical-only"

@@ -32,7 +32,7 @@ impl Reranker {
         if api_key.is_empty() {
             return Err(QueryError::BadRequest(format!(
                 "query.rerank_model is {model:?} but {} is not set: set it, or empty query.rerank_model",
-                trawl_embed_worker::VOYAGE_API_KEY
+                trawl_embed::VOYAGE_API_KEY
             )));
         }
         let client = reqwest::Client::builder()
@@ -54,7 +54,7 @@ impl Reranker {
         query: &str,
         documents: &[String],
     ) -> Result<Vec<(usize, f64)>, QueryError> {
-        use trawl_embed_worker::embedder::{estimate_tokens, fit};
+        use trawl_embed::embedder::{estimate_tokens, fit};
         let qt = estimate_tokens(query);
         let mut docs: Vec<String> = Vec::with_capacity(documents.len());
         let mut total = 0;

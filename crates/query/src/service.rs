@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use trawl_core::config::{Config, EmbedConfig, QueryConfig};
 use trawl_core::store::Store;
-use trawl_embed_worker::{Embedder, InputType, Vector};
+use trawl_embed::{Embedder, InputType, Vector};
 use trawl_index::{SpaceInfo, VectorData};
 
 use crate::QueryError;
@@ -175,7 +175,7 @@ impl Searcher {
         let reranker = if q.rerank_model.is_empty() {
             None
         } else {
-            let key = std::env::var(trawl_embed_worker::VOYAGE_API_KEY).unwrap_or_default();
+            let key = std::env::var(trawl_embed::VOYAGE_API_KEY).unwrap_or_default();
             Some(Reranker::new(
                 &cfg.embed.base_url,
                 &key,
@@ -307,14 +307,14 @@ impl Searcher {
                 .filter(|n| **n != self.preferred),
         );
         for name in names {
-            let Ok(s) = trawl_embed_worker::space_of(&self.embed, Some(name)) else {
+            let Ok(s) = trawl_embed::space_of(&self.embed, Some(name)) else {
                 continue;
             };
             if s.model != space.model || s.dims != space.dims || s.dtype.as_str() != space.dtype {
                 continue;
             }
-            match trawl_embed_worker::from_config(&self.embed, Some(name), false) {
-                Ok((e, _)) => {
+            match trawl_embed::from_config(&self.embed, Some(name), false) {
+                Ok(e) => {
                     tracing::debug!(embedder = name, space = %s, "query embedder ready");
                     *self
                         .embedder

@@ -1,5 +1,5 @@
 //! The embedder seam: one trait, three implementations ([`crate::voyage`], [`crate::local`],
-//! [`crate::hash`]), one shared test suite ([`suite`]).
+//! [`crate::hash`]), one shared test suite (`suite`, with the `testing` feature).
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -348,7 +348,9 @@ pub fn quantize(v: &[f32], dtype: Dtype) -> Vector {
     }
 }
 
-/// The suite every embedder passes. Public so that each implementation's tests call it.
+/// The suite every embedder passes. Public (with the `testing` feature) so that each
+/// implementation's tests call it.
+#[cfg(any(test, feature = "testing"))]
 pub mod suite {
     use super::{Dtype, Embedder, InputType, Vector, batches, embed_isolating, fit};
 

@@ -1,0 +1,100 @@
+//! # trawl-embed
+//!
+//! The embedder seam and its implementations: what turns text into vectors, for the embed
+//! worker (chunks) and the query service (the query text) alike.
+//!
+//! - [`embedder`]: the seam — [`Embedder`], vector spaces, request limits, batching,
+//!   bisection of rejected batches, quantisation, and (with the `testing` feature) the suite
+//!   every embedder passes.
+//! - [`voyage`]: the Voyage API under two governor limiters, with retries.
+//! - [`local`]: a sentence-transformers model directory run with candle (the default).
+//! - [`hash`]: deterministic feature hashing, for tests only.
+//! - [`fake`] (`testing` feature): a fake Voyage server for the tests and the benchmark.
+
+pub mod embedder;
+#[cfg(any(test, feature = "testing"))]
+pub mod fake;
+pub mod hash;
+pub mod local;
+pub mod voyage;
+
+pub use embedder::{Dtype, EmbedError, Embedder, InputType, Space, Vector};
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use trawl_core::config::EmbedConfig;
+
+/// The environment variable holding the Voyage key. It is read here and never logged.
+pub const VOYAGE_API_KEY: &str = "VOYAGE_API_KEY";
+
+/// The vector space the embedder `cfg` names writes, without starting it (the local model is
+/// not loaded, only its weights hashed).
+pub fn space_of(cfg: &EmbedConfig, embedder: Option<&str>) -> Result<Space, EmbedError> {
+    match embedder.unwrap_or(&cfg.embedder) {
+        "voyage" => Ok(Space {
+            model: cfg.model.clone(),
+            dims: cfg.dims,
+            dtype: cfg.dtype.parse()?,
+        }),
+        "local" => local::space_of(&model_dir(cfg)),
+        "hash" => Ok(Space {
+            model: hash::MODEL.into(),
+            dims: cfg.hash_dims,
+            dtype: Dtype::Float,
+        }),
+        other => Err(EmbedError::Config(format!(
+            "unknown embedder {other:?}: use local, voyage or hash"
+        ))),
+    }
+}
+
+fn model_dir(cfg: &EmbedConfig) -> std::path::PathBuf {
+    if cfg.model_dir.as_os_str().is_empty() {
+        local::default_model_dir()
+    } else {
+        cfg.model_dir.clone()
+    }
+}
+
+/// The embedder `cfg` names (`embedder` overrides `cfg.embedder` when given). A dry run never
+/// calls the provider, so it needs no key.
+pub fn from_config(
+    cfg: &EmbedConfig,
+    embedder: Option<&str>,
+    dry_run: bool,
+) -> Result<Arc<dyn Embedder>, EmbedError> {
+    Ok(match embedder.unwrap_or(&cfg.embedder) {
+        "voyage" => {
+            let mut key = std::env::var(VOYAGE_API_KEY).unwrap_or_default();
+            if dry_run && key.is_empty() {
+                key = "dry-run: never sent".into();
+            }
+            Arc::new(voyage::VoyageEmbedder::new(voyage::VoyageConfig {
+                base_url: cfg.base_url.clone(),
+                api_key: key.into(),
+                model: cfg.model.clone(),
+                dims: cfg.dims,
+                dtype: cfg.dtype.parse()?,
+                rpm: cfg.rpm,
+                tpm: cfg.tpm,
+                max_batch_inputs: cfg.max_batch_inputs,
+                max_batch_tokens: cfg.max_batch_tokens,
+                max_input_tokens: cfg.max_input_tokens,
+                concurrency: cfg.concurrency,
+                max_retries: cfg.max_retries,
+                timeout: Duration::from_secs(cfg.timeout_secs.max(1)),
+            })?)
+        }
+        "local" => Arc::new(local::LocalEmbedder::load(
+            &model_dir(cfg),
+            cfg.local_batch,
+        )?),
+        "hash" => Arc::new(hash::HashEmbedder::new(cfg.hash_dims)?),
+        other => {
+            return Err(EmbedError::Config(format!(
+                "unknown embedder {other:?}: use local, voyage or hash"
+            )));
+        }
+    })
+}
