@@ -121,7 +121,7 @@ impl Lease {
             expires_unix: now_unix() + ttl.as_secs(),
             nonce: unique(holder),
         };
-        if !create_resolving(store, &lease_key(epoch), json(&record)).await? {
+        if !store.create(&lease_key(epoch), json(&record)).await? {
             // Someone else took this epoch between our look and our put.
             let rec = store
                 .get_json::<LeaseRecord>(&lease_key(epoch))
@@ -247,26 +247,6 @@ async fn put_retrying(store: &Store, key: &str, bytes: Bytes) -> Result<(), Comp
     }
 }
 
-/// A create-if-absent put whose answer may be lost (a timeout): on an error the object is
-/// read back — our own bytes there mean it was created, someone else's that it was not.
-async fn create_resolving(store: &Store, key: &str, bytes: Bytes) -> Result<bool, CompactError> {
-    let mut attempt = 0;
-    loop {
-        match store.create(key, bytes.clone()).await {
-            Ok(created) => return Ok(created),
-            Err(e) if attempt < 4 => {
-                attempt += 1;
-                tracing::warn!(key, error = %e, attempt, "conditional create failed; checking");
-                tokio::time::sleep(Duration::from_millis(200 << attempt)).await;
-                if let Ok(Some(now)) = store.get(key).await {
-                    return Ok(now == bytes);
-                }
-            }
-            Err(e) => return Err(e.into()),
-        }
-    }
-}
-
 /// Bytes no other writer produces: the holder, the time and a per-process counter.
 fn unique(holder: &str) -> String {
     static N: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
@@ -302,7 +282,7 @@ pub async fn claim_generation(store: &Store, at_least: u64) -> Result<u64, Compa
         .max(at_least);
     loop {
         let mine = Bytes::from(unique("claim"));
-        if create_resolving(store, &claim_key(next), mine).await? {
+        if store.create(&claim_key(next), mine).await? {
             return Ok(next);
         }
         next += 1;

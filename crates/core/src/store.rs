@@ -215,19 +215,40 @@ impl Store {
     }
 
     /// Writes `key` only if it does not exist. Returns `false` when it already did.
+    ///
+    /// Like [`Store::swap`], a create whose answer was lost (a timeout, a throttled request)
+    /// is resolved by reading the object back: our bytes there mean it was created, another
+    /// writer's that it was not, nothing that it may be tried again. Give each writer unique
+    /// bytes where that distinction matters.
     pub async fn create(&self, key: &str, bytes: Bytes) -> Result<bool, Error> {
         let opts = PutOptions {
             mode: PutMode::Create,
             ..PutOptions::default()
         };
-        match self
-            .inner
-            .put_opts(&self.path(key), PutPayload::from_bytes(bytes), opts)
-            .await
-        {
-            Ok(_) => Ok(true),
-            Err(object_store::Error::AlreadyExists { .. }) => Ok(false),
-            Err(e) => Err(Self::err(StoreOp::Put, key)(e)),
+        let mut attempt = 0;
+        loop {
+            attempt += 1;
+            let err = match self
+                .inner
+                .put_opts(
+                    &self.path(key),
+                    PutPayload::from_bytes(bytes.clone()),
+                    opts.clone(),
+                )
+                .await
+            {
+                Ok(_) => return Ok(true),
+                Err(object_store::Error::AlreadyExists { .. }) => return Ok(false),
+                Err(e) => e,
+            };
+            match self.get(key).await {
+                Ok(Some(now)) => return Ok(now == bytes),
+                Ok(None) | Err(_) if attempt < 5 => {
+                    tracing::warn!(key, error = %err, attempt, "conditional create failed; retrying");
+                    tokio::time::sleep(std::time::Duration::from_millis(100 << attempt)).await;
+                }
+                _ => return Err(Self::err(StoreOp::Put, key)(err)),
+            }
         }
     }
 
