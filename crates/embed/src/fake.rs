@@ -7,8 +7,11 @@
 //!   with a `detail` message, as the real API answers.
 //! - Rate limits: a sliding 60-second window (configurable for tests) of accepted requests and tokens; a request that
 //!   would exceed either gets 429 with `Retry-After` (whole seconds until it would fit).
+//! - `POST /v1/rerank` likewise, with the reranker's limits and [`fake_relevance`] as its
+//!   relevance; it shares the key check, the faults and the rate window.
 //! - Faults, drawn per request from a seeded generator: 429 without `Retry-After`, 500/502/503,
-//!   a slow answer, and a connection dropped in the middle of the response body.
+//!   a slow answer, and a connection dropped in the middle of the response body (embeddings
+//!   only). [`FakeVoyage::fail_next`] queues exact answers for the next requests instead.
 //! - Inputs containing [`FakeConfig::poison`] are refused with 400, to test isolation.
 //! - Its tokenizer is a stand-in: `ceil(bytes / 4)` per input, which the client's estimate
 //!   (`bytes / 3`) overcounts, as with real code.
@@ -106,6 +109,8 @@ struct Inner {
     stats: FakeStats,
     window: VecDeque<(Instant, u64)>,
     rng: rand::rngs::StdRng,
+    /// Answers for the next requests, before anything else: status and `Retry-After` seconds.
+    script: VecDeque<(StatusCode, Option<u64>)>,
 }
 
 /// A running fake; stops when dropped.
@@ -142,6 +147,7 @@ impl FakeVoyage {
             cfg,
             stats: FakeStats::default(),
             window: VecDeque::new(),
+            script: VecDeque::new(),
         }));
         let app = axum::Router::new()
             .route("/v1/embeddings", axum::routing::post(handle))
@@ -160,6 +166,14 @@ impl FakeVoyage {
 
     pub fn stats(&self) -> FakeStats {
         self.lock().stats.clone()
+    }
+
+    /// Answers the next request (embeddings or rerank, after those already queued) with
+    /// `status` and a `detail` body, with `Retry-After: <secs>` when given; counted in
+    /// [`FakeStats::outcomes`] as `injected-<status>`.
+    pub fn fail_next(&self, status: u16, retry_after_secs: Option<u64>) {
+        let status = StatusCode::from_u16(status).expect("an HTTP status");
+        self.lock().script.push_back((status, retry_after_secs));
     }
 
     /// Changes the behaviour of a running fake (faults, limits, key).
@@ -184,9 +198,134 @@ fn detail(status: StatusCode, msg: impl Into<String>) -> Response {
 
 enum Fault {
     None,
-    Status(StatusCode, &'static str),
+    Status(StatusCode, Option<u64>),
     Slow(Duration),
     Drop,
+}
+
+type Shared = Arc<Mutex<Inner>>;
+
+fn lock(inner: &Shared) -> std::sync::MutexGuard<'_, Inner> {
+    inner
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+fn bump(s: &mut FakeStats, k: &str) {
+    *s.outcomes.entry(k.to_owned()).or_default() += 1;
+}
+
+/// What happens to a request before it is read: counts it, then takes the next scripted answer
+/// or draws a fault. A status fault is answered here (`Err`); a slow answer has waited.
+async fn fault(inner: &Shared) -> Result<Fault, Response> {
+    let fault = {
+        let mut g = lock(inner);
+        g.stats.requests += 1;
+        let cfg = g.cfg.clone();
+        let r: f64 = g.rng.random();
+        if let Some((code, after)) = g.script.pop_front() {
+            bump(&mut g.stats, &format!("injected-{}", code.as_u16()));
+            Fault::Status(code, after)
+        } else if r < cfg.p429 {
+            bump(&mut g.stats, "429-injected");
+            Fault::Status(StatusCode::TOO_MANY_REQUESTS, None)
+        } else if r < cfg.p429 + cfg.p5xx {
+            let codes = [
+                StatusCode::INTERNAL_SERVER_ERROR,
+                StatusCode::BAD_GATEWAY,
+                StatusCode::SERVICE_UNAVAILABLE,
+            ];
+            bump(&mut g.stats, "5xx");
+            Fault::Status(codes[g.rng.random_range(0..3)], None)
+        } else if r < cfg.p429 + cfg.p5xx + cfg.p_slow {
+            Fault::Slow(cfg.slow)
+        } else if r < cfg.p429 + cfg.p5xx + cfg.p_slow + cfg.p_drop {
+            Fault::Drop
+        } else {
+            Fault::None
+        }
+    };
+    match fault {
+        Fault::Status(code, after) => {
+            let mut resp = detail(code, "injected failure");
+            if let Some(secs) = after {
+                resp.headers_mut().insert(
+                    header::RETRY_AFTER,
+                    secs.to_string().parse().expect("digits"),
+                );
+            }
+            Err(resp)
+        }
+        Fault::Slow(d) => {
+            bump(&mut lock(inner).stats, "slow");
+            tokio::time::sleep(d).await;
+            Ok(Fault::None)
+        }
+        f => Ok(f),
+    }
+}
+
+/// The key check: `None` when the bearer key is the fake's.
+fn unauthorized(inner: &Shared, headers: &HeaderMap) -> Option<Response> {
+    let key = lock(inner).cfg.api_key.clone();
+    let auth = headers
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok());
+    if auth == Some(&format!("Bearer {key}")) {
+        return None;
+    }
+    bump(&mut lock(inner).stats, "401");
+    Some(detail(
+        StatusCode::UNAUTHORIZED,
+        "Provided API key is invalid. Please check your key.",
+    ))
+}
+
+/// The rate window: admits a request of `total` tokens if both budgets hold over the window
+/// (and records it: `None`), else answers 429 with `Retry-After` (whole seconds until it
+/// would fit).
+fn over_budget(g: &mut Inner, total: u64, now: Instant) -> Option<Response> {
+    let cfg = &g.cfg;
+    let minute = cfg.window;
+    while g
+        .window
+        .front()
+        .is_some_and(|(t, _)| now.duration_since(*t) >= minute)
+    {
+        g.window.pop_front();
+    }
+    let used: u64 = g.window.iter().map(|(_, n)| n).sum();
+    let count = g.window.len() as u64;
+    if used + total > cfg.tpm || count + 1 > cfg.rpm {
+        // Wait until enough of the window has expired.
+        let mut free = cfg.tpm.saturating_sub(used);
+        let mut wait = Duration::ZERO;
+        for (i, (t, n)) in g.window.iter().enumerate() {
+            free += n;
+            wait = minute.saturating_sub(now.duration_since(*t));
+            if free >= total && count - (i as u64 + 1) < cfg.rpm {
+                break;
+            }
+        }
+        bump(&mut g.stats, "429-budget");
+        let mut resp = detail(
+            StatusCode::TOO_MANY_REQUESTS,
+            "You have exceeded your rate limit.",
+        );
+        let secs = wait.as_secs_f64().ceil().max(1.0) as u64;
+        resp.headers_mut().insert(
+            header::RETRY_AFTER,
+            secs.to_string().parse().expect("digits"),
+        );
+        return Some(resp);
+    }
+    g.window.push_back((now, total));
+    let in_window: u64 = g.window.iter().map(|(_, n)| n).sum();
+    let reqs = g.window.len() as u64;
+    let s = &mut g.stats;
+    s.peak_window_tokens = s.peak_window_tokens.max(in_window);
+    s.peak_window_requests = s.peak_window_requests.max(reqs);
+    None
 }
 
 /// The fake reranker's relevance: the share of the query's words found in the document.
@@ -208,26 +347,16 @@ pub fn fake_relevance(query: &str, document: &str) -> f64 {
 /// `POST /v1/rerank`, with the real limits: 1,000 documents, 8,000 query tokens, and
 /// (query tokens × documents) + document tokens ≤ 600K.
 async fn rerank(
-    State(inner): State<Arc<Mutex<Inner>>>,
+    State(inner): State<Shared>,
     headers: HeaderMap,
     body: axum::body::Bytes,
 ) -> Response {
-    let cfg = {
-        let mut g = inner
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        g.stats.requests += 1;
-        *g.stats.outcomes.entry("rerank".to_owned()).or_default() += 1;
-        g.cfg.clone()
-    };
-    let auth = headers
-        .get(header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok());
-    if auth != Some(&format!("Bearer {}", cfg.api_key)) {
-        return detail(
-            StatusCode::UNAUTHORIZED,
-            "Provided API key is invalid. Please check your key.",
-        );
+    bump(&mut lock(&inner).stats, "rerank");
+    if let Err(resp) = fault(&inner).await {
+        return resp;
+    }
+    if let Some(resp) = unauthorized(&inner, &headers) {
+        return resp;
     }
     let Ok(req) = serde_json::from_slice::<serde_json::Value>(&body) else {
         return detail(StatusCode::BAD_REQUEST, "invalid JSON body");
@@ -264,6 +393,9 @@ async fn rerank(
             ),
         );
     }
+    if let Some(resp) = over_budget(&mut lock(&inner), total, Instant::now()) {
+        return resp;
+    }
     let mut data: Vec<(usize, f64)> = docs
         .iter()
         .enumerate()
@@ -283,64 +415,20 @@ async fn rerank(
 }
 
 async fn handle(
-    State(inner): State<Arc<Mutex<Inner>>>,
+    State(inner): State<Shared>,
     headers: HeaderMap,
     body: axum::body::Bytes,
 ) -> Response {
-    let lock = || {
-        inner
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-    };
-    let bump = |s: &mut FakeStats, k: &str| *s.outcomes.entry(k.to_owned()).or_default() += 1;
-
+    let lock = || lock(&inner);
     // Faults first: a real overloaded server fails before reading the request.
-    let fault = {
-        let mut g = lock();
-        g.stats.requests += 1;
-        let cfg = g.cfg.clone();
-        let r: f64 = g.rng.random();
-        let fault = if r < cfg.p429 {
-            Fault::Status(StatusCode::TOO_MANY_REQUESTS, "429-injected")
-        } else if r < cfg.p429 + cfg.p5xx {
-            let codes = [
-                StatusCode::INTERNAL_SERVER_ERROR,
-                StatusCode::BAD_GATEWAY,
-                StatusCode::SERVICE_UNAVAILABLE,
-            ];
-            Fault::Status(codes[g.rng.random_range(0..3)], "5xx")
-        } else if r < cfg.p429 + cfg.p5xx + cfg.p_slow {
-            Fault::Slow(cfg.slow)
-        } else if r < cfg.p429 + cfg.p5xx + cfg.p_slow + cfg.p_drop {
-            Fault::Drop
-        } else {
-            Fault::None
-        };
-        if let Fault::Status(_, k) = &fault {
-            bump(&mut g.stats, k);
-        }
-        fault
+    let fault = match fault(&inner).await {
+        Ok(f) => f,
+        Err(resp) => return resp,
     };
-    match fault {
-        Fault::Status(code, _) => return detail(code, "injected failure"),
-        Fault::Slow(d) => {
-            bump(&mut lock().stats, "slow");
-            tokio::time::sleep(d).await;
-        }
-        Fault::Drop | Fault::None => {}
+    if let Some(resp) = unauthorized(&inner, &headers) {
+        return resp;
     }
-
     let cfg = lock().cfg.clone();
-    let auth = headers
-        .get(header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok());
-    if auth != Some(&format!("Bearer {}", cfg.api_key)) {
-        bump(&mut lock().stats, "401");
-        return detail(
-            StatusCode::UNAUTHORIZED,
-            "Provided API key is invalid. Please check your key.",
-        );
-    }
     let req: serde_json::Value = match serde_json::from_slice(&body) {
         Ok(v) => v,
         Err(e) => {
@@ -425,45 +513,10 @@ async fn handle(
     {
         let mut g = lock();
         let now = Instant::now();
-        let minute = cfg.window;
-        while g
-            .window
-            .front()
-            .is_some_and(|(t, _)| now.duration_since(*t) >= minute)
-        {
-            g.window.pop_front();
-        }
-        let used: u64 = g.window.iter().map(|(_, n)| n).sum();
-        let count = g.window.len() as u64;
-        if used + total > cfg.tpm || count + 1 > cfg.rpm {
-            // Wait until enough of the window has expired.
-            let mut free = cfg.tpm.saturating_sub(used);
-            let mut wait = Duration::ZERO;
-            for (i, (t, n)) in g.window.iter().enumerate() {
-                free += n;
-                wait = minute.saturating_sub(now.duration_since(*t));
-                if free >= total && count - (i as u64 + 1) < cfg.rpm {
-                    break;
-                }
-            }
-            bump(&mut g.stats, "429-budget");
-            let mut resp = detail(
-                StatusCode::TOO_MANY_REQUESTS,
-                "You have exceeded your rate limit.",
-            );
-            let secs = wait.as_secs_f64().ceil().max(1.0) as u64;
-            resp.headers_mut().insert(
-                header::RETRY_AFTER,
-                secs.to_string().parse().expect("digits"),
-            );
+        if let Some(resp) = over_budget(&mut g, total, now) {
             return resp;
         }
-        g.window.push_back((now, total));
-        let in_window: u64 = g.window.iter().map(|(_, n)| n).sum();
-        let reqs = g.window.len() as u64;
         let s = &mut g.stats;
-        s.peak_window_tokens = s.peak_window_tokens.max(in_window);
-        s.peak_window_requests = s.peak_window_requests.max(reqs);
         s.accepted += 1;
         s.accepted_tokens += total;
         s.first_accept.get_or_insert(now);

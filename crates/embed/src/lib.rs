@@ -6,11 +6,14 @@
 //! - [`embedder`]: the seam — [`Embedder`], vector spaces, request limits, batching,
 //!   bisection of rejected batches, quantisation, and (with the `testing` feature) the suite
 //!   every embedder passes.
-//! - [`voyage`]: the Voyage API under two governor limiters, with retries.
+//! - [`client`]: the one Voyage HTTP client (key, request limiter, retries with jitter and
+//!   `Retry-After`), for the embedder and the query service's reranker.
+//! - [`voyage`]: the Voyage embeddings API over that client, with a token limiter.
 //! - [`local`]: a sentence-transformers model directory run with candle (the default).
 //! - [`hash`]: deterministic feature hashing, for tests only.
 //! - [`fake`] (`testing` feature): a fake Voyage server for the tests and the benchmark.
 
+pub mod client;
 pub mod embedder;
 #[cfg(any(test, feature = "testing"))]
 pub mod fake;

@@ -12,23 +12,22 @@
 //! scaled by the ratio the provider has actually billed so far (`usage.total_tokens` over the
 //! estimate, clamped to [0.25, 1]), so an overcounting estimate does not leave the budget idle.
 //!
-//! Retries. 429, 5xx, timeouts and dropped connections are retried up to `max_retries` times
-//! with full-jitter exponential backoff (0.5 s doubling, capped at 30 s), or after
-//! `Retry-After` when the response carries one. A retried request is not charged to the
-//! token limiter again (the provider did not count the rejected one). A 400 is returned as
-//! [`EmbedError::BadRequest`] for [`crate::embedder::embed_isolating`] to split; 401/403 stop
-//! everything with a message that says what to fix. The key is never logged.
+//! Retries and the request limiter are the shared client's ([`crate::client`]); a retried
+//! request is not charged to the token limiter again (the provider did not count the rejected
+//! one). A 400 is returned as [`EmbedError::BadRequest`] for
+//! [`crate::embedder::embed_isolating`] to split; 401/403 stop everything with a message that
+//! says what to fix.
 
-use std::collections::BTreeMap;
 use std::num::NonZeroU32;
-use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use async_trait::async_trait;
-use governor::{DefaultDirectRateLimiter, Quota, RateLimiter};
+use governor::{DefaultDirectRateLimiter, RateLimiter};
 use serde::Deserialize;
 use trawl_core::secret::Secret;
+
+use crate::client::{ClientConfig, VoyageClient, VoyageError, quota};
 
 use crate::embedder::{
     Counters, Dtype, EmbedError, Embedded, Embedder, InputType, Limits, Space, Vector,
@@ -81,26 +80,40 @@ pub struct VoyageEmbedder {
     cfg: VoyageConfig,
     space: Space,
     limits: Limits,
-    http: reqwest::Client,
-    url: String,
-    requests: DefaultDirectRateLimiter,
+    client: VoyageClient,
     tokens: DefaultDirectRateLimiter,
     in_flight: tokio::sync::Semaphore,
     estimated: AtomicU64,
     billed: AtomicU64,
-    http_requests: AtomicU64,
-    retries: Mutex<BTreeMap<&'static str, u64>>,
 }
 
-/// A GCRA quota for `per_minute`, with a burst of `burst` and the rest as the steady rate, so
-/// that any 60-second window holds at most `per_minute`.
-fn quota(per_minute: u64, burst: u64) -> Quota {
-    let burst = burst.clamp(1, per_minute.max(1));
-    let rate = per_minute.saturating_sub(burst).max(1);
-    let period = Duration::from_secs_f64(60.0 / rate as f64);
-    Quota::with_period(period)
-        .expect("a positive period")
-        .allow_burst(NonZeroU32::new(burst.min(u64::from(u32::MAX)) as u32).expect("burst ≥ 1"))
+impl From<VoyageError> for EmbedError {
+    fn from(e: VoyageError) -> Self {
+        match e {
+            VoyageError::Refused {
+                status: 401,
+                detail,
+            } => EmbedError::Auth(format!(
+                "Voyage rejected the API key (401: {detail}): check VOYAGE_API_KEY"
+            )),
+            VoyageError::Refused {
+                status: 403,
+                detail,
+            } => EmbedError::Auth(format!(
+                "Voyage refused access (403: {detail}): the key's account or this machine's IP \
+                 address is not allowed"
+            )),
+            VoyageError::Refused {
+                status: 400 | 413 | 422,
+                detail,
+            } => EmbedError::BadRequest(detail),
+            VoyageError::Refused { status, detail } => {
+                EmbedError::BadRequest(format!("unexpected HTTP {status}: {detail}"))
+            }
+            VoyageError::Exhausted { attempts, last } => EmbedError::Exhausted { attempts, last },
+            VoyageError::Config(m) => EmbedError::Config(m),
+        }
+    }
 }
 
 impl VoyageEmbedder {
@@ -127,18 +140,17 @@ impl VoyageEmbedder {
             .min(cfg.tpm)
             .max(16);
         let token_burst = (cfg.tpm / 60).max(max_input).min(cfg.tpm);
-        let request_burst = u64::from(cfg.rpm / 60).max(1);
         let limits = Limits {
             max_inputs: cfg.max_batch_inputs,
             max_tokens: cfg.max_batch_tokens.min(token_burst),
             max_input_tokens: max_input,
         };
-        let http = reqwest::Client::builder()
-            .timeout(cfg.timeout)
-            .connect_timeout(Duration::from_secs(10))
-            .user_agent(concat!("trawl/", env!("CARGO_PKG_VERSION")))
-            .build()
-            .map_err(|e| EmbedError::Config(format!("HTTP client: {e}")))?;
+        let client = VoyageClient::new(ClientConfig {
+            rpm: cfg.rpm,
+            max_retries: cfg.max_retries,
+            timeout: cfg.timeout,
+            ..ClientConfig::new(&cfg.base_url, cfg.api_key.clone())
+        })?;
         Ok(Self {
             space: Space {
                 model: cfg.model.clone(),
@@ -146,15 +158,11 @@ impl VoyageEmbedder {
                 dtype: cfg.dtype,
             },
             limits,
-            http,
-            url: format!("{}/embeddings", cfg.base_url.trim_end_matches('/')),
-            requests: RateLimiter::direct(quota(u64::from(cfg.rpm), request_burst)),
+            client,
             tokens: RateLimiter::direct(quota(cfg.tpm, token_burst)),
             in_flight: tokio::sync::Semaphore::new(cfg.concurrency.max(1)),
             estimated: AtomicU64::new(0),
             billed: AtomicU64::new(0),
-            http_requests: AtomicU64::new(0),
-            retries: Mutex::default(),
             cfg,
         })
     }
@@ -169,15 +177,6 @@ impl VoyageEmbedder {
         }
         let ratio = (billed as f64 / est as f64).clamp(0.25, 1.0);
         ((estimate as f64 * ratio).ceil() as u64).max(1)
-    }
-
-    fn retry(&self, cause: &'static str) {
-        *self
-            .retries
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .entry(cause)
-            .or_default() += 1;
     }
 
     fn decode(&self, body: &[u8], n: usize) -> Result<(Vec<Vector>, u64), EmbedError> {
@@ -239,35 +238,6 @@ impl VoyageEmbedder {
     }
 }
 
-/// The delay before attempt `attempt + 1`: `Retry-After` when given, else full-jitter
-/// exponential backoff from 0.5 s, capped at 30 s.
-pub fn backoff(attempt: u32, retry_after: Option<Duration>) -> Duration {
-    use rand::Rng;
-    let jitter = rand::rng().random_range(0.5..=1.0);
-    if let Some(after) = retry_after {
-        return after + Duration::from_millis(rand::rng().random_range(0..100));
-    }
-    let base = 0.5 * 2f64.powi(attempt.saturating_sub(1).min(10) as i32);
-    Duration::from_secs_f64(base.min(30.0) * jitter)
-}
-
-fn retry_after(headers: &reqwest::header::HeaderMap) -> Option<Duration> {
-    let v = headers.get(reqwest::header::RETRY_AFTER)?.to_str().ok()?;
-    let secs: f64 = v.trim().parse().ok()?;
-    (secs.is_finite() && secs >= 0.0).then(|| Duration::from_secs_f64(secs.min(300.0)))
-}
-
-fn message(body: &[u8]) -> String {
-    #[derive(Deserialize)]
-    struct Detail {
-        detail: String,
-    }
-    serde_json::from_slice::<Detail>(body).map_or_else(
-        |_| String::from_utf8_lossy(&body[..body.len().min(500)]).into_owned(),
-        |d| d.detail,
-    )
-}
-
 #[async_trait]
 impl Embedder for VoyageEmbedder {
     fn space(&self) -> &Space {
@@ -280,12 +250,8 @@ impl Embedder for VoyageEmbedder {
 
     fn counters(&self) -> Counters {
         Counters {
-            http_requests: self.http_requests.load(Ordering::Relaxed),
-            retries: self
-                .retries
-                .lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner)
-                .clone(),
+            http_requests: self.client.http_requests(),
+            retries: self.client.retries(),
             truncated: 0,
         }
     }
@@ -317,91 +283,14 @@ impl Embedder for VoyageEmbedder {
                 self.limits.max_tokens
             )));
         }
-        let mut attempt = 0;
-        loop {
-            attempt += 1;
-            self.requests.until_ready().await;
-            self.http_requests.fetch_add(1, Ordering::Relaxed);
-            let sent = self
-                .http
-                .post(&self.url)
-                .bearer_auth(self.cfg.api_key.expose())
-                .json(&body)
-                .send()
-                .await;
-            let (cause, wait, last) = match sent {
-                Ok(resp) => {
-                    let status = resp.status();
-                    let after = retry_after(resp.headers());
-                    let bytes = match resp.bytes().await {
-                        Ok(b) => b,
-                        Err(e) => {
-                            let cause = if e.is_timeout() {
-                                "timeout"
-                            } else {
-                                "connection"
-                            };
-                            self.retry(cause);
-                            if attempt > self.cfg.max_retries {
-                                return Err(EmbedError::Exhausted {
-                                    attempts: attempt,
-                                    last: e.to_string(),
-                                });
-                            }
-                            tokio::time::sleep(backoff(attempt, None)).await;
-                            continue;
-                        }
-                    };
-                    match status.as_u16() {
-                        200..=299 => {
-                            let (vectors, billed) = self.decode(&bytes, inputs.len())?;
-                            self.estimated.fetch_add(estimate, Ordering::Relaxed);
-                            self.billed.fetch_add(billed, Ordering::Relaxed);
-                            return Ok(Embedded {
-                                vectors,
-                                tokens: billed,
-                            });
-                        }
-                        400 | 413 | 422 => {
-                            return Err(EmbedError::BadRequest(message(&bytes)));
-                        }
-                        401 => {
-                            return Err(EmbedError::Auth(format!(
-                                "Voyage rejected the API key (401: {}): check VOYAGE_API_KEY",
-                                message(&bytes)
-                            )));
-                        }
-                        403 => {
-                            return Err(EmbedError::Auth(format!(
-                                "Voyage refused access (403: {}): the key's account or this \
-                                 machine's IP address is not allowed",
-                                message(&bytes)
-                            )));
-                        }
-                        429 => ("429", after, format!("429 {}", message(&bytes))),
-                        s if s >= 500 => ("5xx", after, format!("{s} {}", message(&bytes))),
-                        s => {
-                            return Err(EmbedError::BadRequest(format!(
-                                "unexpected HTTP {s}: {}",
-                                message(&bytes)
-                            )));
-                        }
-                    }
-                }
-                Err(e) if e.is_timeout() => ("timeout", None, e.to_string()),
-                Err(e) => ("connection", None, e.to_string()),
-            };
-            self.retry(cause);
-            if attempt > self.cfg.max_retries {
-                return Err(EmbedError::Exhausted {
-                    attempts: attempt,
-                    last,
-                });
-            }
-            let delay = backoff(attempt, wait);
-            tracing::debug!(cause, attempt, ?delay, "retrying a Voyage request");
-            tokio::time::sleep(delay).await;
-        }
+        let bytes = self.client.post("embeddings", &body).await?;
+        let (vectors, billed) = self.decode(&bytes, inputs.len())?;
+        self.estimated.fetch_add(estimate, Ordering::Relaxed);
+        self.billed.fetch_add(billed, Ordering::Relaxed);
+        Ok(Embedded {
+            vectors,
+            tokens: billed,
+        })
     }
 }
 
@@ -593,17 +482,5 @@ mod tests {
         assert!(c.counters().retries["429"] > 0);
         assert_eq!(s.embedded.len(), 40);
         assert!(s.peak_window_tokens <= 4000 && s.peak_window_requests <= 20);
-    }
-
-    #[test]
-    fn quotas_keep_every_window_inside_the_limit() {
-        // burst + rate × 60 s never exceeds the per-minute limit.
-        let q = quota(1_000_000, 16_666);
-        let per_minute = 60.0 / q.replenish_interval().as_secs_f64();
-        assert!(f64::from(q.burst_size().get()) + per_minute <= 1_000_000.5);
-        assert!(per_minute > 980_000.0);
-        let b = backoff(3, None);
-        assert!(b >= Duration::from_secs(1) && b <= Duration::from_secs(2));
-        assert!(backoff(1, Some(Duration::from_secs(3))) >= Duration::from_secs(3));
     }
 }
