@@ -6,18 +6,19 @@ use std::time::Duration;
 
 use trawl_chunk_worker::ChunkWorker;
 use trawl_compactor::live::live_set;
-use trawl_compactor::{BuildOptions, Quiet, SpaceInfo};
+use trawl_compactor::{BuildOptions, Quiet};
+use trawl_core::space::{Dtype, Space};
 use trawl_embed::hash::HashEmbedder;
 use trawl_embed_worker::{EmbedWorker, Options, Until};
 use trawl_fetcher::RunOptions;
 
 use crate::support::{Harness, SourceRepo, file};
 
-fn space() -> SpaceInfo {
-    SpaceInfo {
+fn space() -> Space {
+    Space {
         model: "trawl-hash-v1".into(),
         dims: 32,
-        dtype: "float".into(),
+        dtype: Dtype::Float,
     }
 }
 
@@ -174,7 +175,7 @@ async fn the_inputs_fingerprint_changes_exactly_when_the_live_set_can() {
         embedded
     );
     // Another space, or a changed file, changes it.
-    let other = SpaceInfo {
+    let other = Space {
         dims: 64,
         ..space()
     };

@@ -6,9 +6,10 @@ use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
 use anyhow::Context;
 use trawl_compactor::live::Completion;
-use trawl_compactor::{BuildOptions, Progress, SpaceInfo};
+use trawl_compactor::{BuildOptions, Progress};
 use trawl_core::config::Config;
 use trawl_core::records::{Stage, rfc3339};
+use trawl_core::space::Space;
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -176,13 +177,9 @@ impl Progress for Live {
     }
 }
 
-pub fn space(cfg: &Config, embedder: Option<&str>) -> Option<SpaceInfo> {
+pub fn space(cfg: &Config, embedder: Option<&str>) -> Option<Space> {
     match trawl_embed::space_of(&cfg.embed, embedder) {
-        Ok(s) => Some(SpaceInfo {
-            model: s.model,
-            dims: s.dims,
-            dtype: s.dtype.to_string(),
-        }),
+        Ok(s) => Some(s),
         Err(e) => {
             eprintln!("compact: no vectors will be indexed ({e}); text search only");
             None
@@ -240,9 +237,7 @@ pub async fn run(cfg: &Config, args: Args) -> anyhow::Result<ExitCode> {
                     .await?;
                 let mut vectors = 0;
                 if let Some(s) = &m.space {
-                    let dir = trawl_core::store::keys::embedding_space(
-                        &trawl_core::store::keys::space(&s.model, s.dims, &s.dtype),
-                    );
+                    let dir = trawl_core::store::keys::embedding_space(&s.key());
                     vectors = trawl_compactor::parts::collect_embedding_parts(
                         &store,
                         &dir,
@@ -343,7 +338,7 @@ async fn once(
 async fn finish(
     cfg: &Config,
     store: &trawl_core::store::Store,
-    space: Option<SpaceInfo>,
+    space: Option<Space>,
     set: Option<trawl_compactor::live::LiveSet>,
     args: &Args,
     totals: &Totals,
@@ -418,7 +413,7 @@ enum Waited {
 async fn wait(
     cfg: &Config,
     store: &trawl_core::store::Store,
-    space: Option<&SpaceInfo>,
+    space: Option<&Space>,
     args: &Args,
     totals: &Totals,
 ) -> anyhow::Result<Waited> {
@@ -528,7 +523,7 @@ async fn wait(
 /// from exactly those.
 async fn unchanged_since(
     store: &trawl_core::store::Store,
-    space: Option<&SpaceInfo>,
+    space: Option<&Space>,
 ) -> anyhow::Result<(String, Option<trawl_compactor::Manifest>)> {
     let now = trawl_compactor::live::inputs_fingerprint(store, space)
         .await
@@ -554,7 +549,7 @@ pub async fn build(
 pub async fn build_from(
     cfg: &Config,
     store: &trawl_core::store::Store,
-    space: Option<SpaceInfo>,
+    space: Option<Space>,
     set: Option<trawl_compactor::live::LiveSet>,
     full: bool,
     progress: &Live,

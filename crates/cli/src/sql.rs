@@ -107,8 +107,8 @@ pub async fn session(store: &Store) -> anyhow::Result<SessionContext> {
         }
     }
     if let Some(space) = live.as_ref().and_then(|m| m.space.as_ref()) {
-        let dir = keys::embedding_space(&keys::space(&space.model, space.dims, &space.dtype));
-        let schema = EmbeddingRecord::schema_for(space.dims, &space.dtype);
+        let dir = keys::embedding_space(&space.key());
+        let schema = EmbeddingRecord::schema_for(space.dims, space.dtype.as_str());
         let vector = if schema.field_with_name("vector").is_ok() {
             "e.vector"
         } else {

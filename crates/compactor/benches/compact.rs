@@ -12,7 +12,8 @@
 use std::time::Instant;
 
 use trawl_compactor::build::{BuildOptions, LiveDoc, build};
-use trawl_compactor::{Quiet, SpaceInfo, VectorData};
+use trawl_compactor::{Quiet, VectorData};
+use trawl_core::space::{Dtype, Space};
 use trawl_core::store::Store;
 use trawl_index::docs::DocRow;
 use trawl_index::testing::clustered;
@@ -33,11 +34,11 @@ fn real_corpus() -> Vec<LiveDoc> {
     out
 }
 
-fn space() -> SpaceInfo {
-    SpaceInfo {
+fn space() -> Space {
+    Space {
         model: "bench".into(),
         dims: DIMS as u32,
-        dtype: "float".into(),
+        dtype: Dtype::Float,
     }
 }
 

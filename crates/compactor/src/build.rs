@@ -17,12 +17,13 @@ use std::time::Instant;
 
 use futures::StreamExt;
 
+use trawl_core::space::Space;
 use trawl_core::store::Store;
 use trawl_index::docs::{DocKey, DocRow};
 use trawl_index::generation::{
     self, BuildStats, Counts, FORMAT_VERSION, Manifest, SegmentEntry, ShardEntry, Tombstones,
 };
-use trawl_index::segment::{self, SpaceInfo, VectorData};
+use trawl_index::segment::{self, VectorData};
 
 use crate::lease::{self, Lease, claim_generation};
 use crate::{CompactError, IndexError, Progress};
@@ -210,7 +211,7 @@ async fn write_segment(
     store: &Store,
     dir: &str,
     docs: Vec<LiveDoc>,
-    space: Option<&SpaceInfo>,
+    space: Option<&Space>,
     threads: usize,
 ) -> Result<SegmentEntry, CompactError> {
     let mut rows = Vec::with_capacity(docs.len());
@@ -262,7 +263,7 @@ async fn write_segment(
 pub async fn build(
     store: &Store,
     live: Vec<LiveDoc>,
-    space: Option<SpaceInfo>,
+    space: Option<Space>,
     opts: &BuildOptions,
     progress: &dyn Progress,
 ) -> Result<Manifest, CompactError> {
@@ -277,7 +278,7 @@ pub async fn build(
 async fn build_leased(
     store: &Store,
     mut live: Vec<LiveDoc>,
-    space: Option<SpaceInfo>,
+    space: Option<Space>,
     opts: &BuildOptions,
     progress: &dyn Progress,
     lease: &Lease,
@@ -378,7 +379,7 @@ async fn build_shard(
     shard_dir: &str,
     mut docs: Vec<LiveDoc>,
     old: Option<&ShardEntry>,
-    space: Option<&SpaceInfo>,
+    space: Option<&Space>,
     opts: &BuildOptions,
 ) -> Result<(ShardEntry, BuildStats), CompactError> {
     let mut stats = BuildStats::default();
@@ -464,7 +465,7 @@ async fn rebuild(
     shard: u32,
     shard_dir: &str,
     docs: Vec<LiveDoc>,
-    space: Option<&SpaceInfo>,
+    space: Option<&Space>,
     opts: &BuildOptions,
     stats: &mut BuildStats,
 ) -> Result<ShardEntry, CompactError> {

@@ -21,7 +21,7 @@ pub mod retention;
 pub use build::{BuildOptions, LiveDoc, build};
 pub use gc::{GcReport, gc};
 pub use trawl_index::generation::rollback;
-pub use trawl_index::{IndexError, Manifest, SpaceInfo, VectorData};
+pub use trawl_index::{IndexError, Manifest, VectorData};
 
 /// Why compaction failed.
 #[derive(Debug, thiserror::Error)]

@@ -21,9 +21,10 @@ use trawl_core::ids::{ChunkId, CommitId, RepoId, RunId};
 use trawl_core::records::{
     ChunkRecord, EmbeddingRecord, ManifestRow, RepoList, RepoState, RunHead, Stage,
 };
+use trawl_core::space::{Dtype, Space};
 use trawl_core::store::{Store, keys};
 use trawl_index::docs::DocRow;
-use trawl_index::segment::{SpaceInfo, VectorData};
+use trawl_index::segment::VectorData;
 
 use crate::CompactError;
 use crate::build::LiveDoc;
@@ -96,7 +97,7 @@ pub async fn listed_states(store: &Store) -> Result<Vec<RepoState>, CompactError
 /// listings and small objects, without the join over every part.
 pub async fn inputs_fingerprint(
     store: &Store,
-    space: Option<&SpaceInfo>,
+    space: Option<&Space>,
 ) -> Result<String, CompactError> {
     let mut h = blake3::Hasher::new_derive_key("trawl 2026-11-30 live-set inputs v1");
     let mut field = |label: &str, value: &str| {
@@ -126,7 +127,7 @@ pub async fn inputs_fingerprint(
         ("chunk part", store.list_objects("chunks/").await?),
     ];
     if let Some(s) = space {
-        let name = keys::space(&s.model, s.dims, &s.dtype);
+        let name = s.key();
         field("space", &name);
         lists.push((
             "embedding part",
@@ -142,7 +143,7 @@ pub async fn inputs_fingerprint(
 }
 
 /// Computes the live set; vectors come from `space` (`None`: text only).
-pub async fn live_set(store: &Store, space: Option<&SpaceInfo>) -> Result<LiveSet, CompactError> {
+pub async fn live_set(store: &Store, space: Option<&Space>) -> Result<LiveSet, CompactError> {
     let q = |e: datafusion::error::DataFusionError| CompactError::Query(e.to_string());
     let states = listed_states(store).await?;
     if states.is_empty() {
@@ -178,7 +179,7 @@ pub async fn live_set(store: &Store, space: Option<&SpaceInfo>) -> Result<LiveSe
         ChunkRecord::schema(),
         Some("repo"),
     )?;
-    let space_dir = space.map(|s| keys::embedding_space(&keys::space(&s.model, s.dims, &s.dtype)));
+    let space_dir = space.map(|s| keys::embedding_space(&s.key()));
     let has_vectors = match &space_dir {
         Some(dir) => !store.list(dir).await?.is_empty(),
         None => false,
@@ -188,7 +189,7 @@ pub async fn live_set(store: &Store, space: Option<&SpaceInfo>) -> Result<LiveSe
             &ctx,
             "e",
             vec![url(dir)?],
-            EmbeddingRecord::schema_for(s.dims, &s.dtype),
+            EmbeddingRecord::schema_for(s.dims, s.dtype.as_str()),
             None,
         )?;
         "SELECT c.*, m.commit AS commit, e.vector AS vector, e.vector_bytes AS vector_bytes \
@@ -202,7 +203,7 @@ pub async fn live_set(store: &Store, space: Option<&SpaceInfo>) -> Result<LiveSe
     };
     let batches = ctx.sql(sql).await.map_err(q)?.collect().await.map_err(q)?;
     // One doc per chunk id: the newest chunker version, a vector when any part has one.
-    let dtype = space.map_or("float", |s| s.dtype.as_str()).to_owned();
+    let dtype = space.map_or(Dtype::Float, |s| s.dtype);
     let read = |e: serde_arrow::Error| CompactError::Query(format!("reading the live set: {e}"));
     let mut by_id: HashMap<ChunkId, (ChunkRecord, Extra)> = HashMap::new();
     for batch in &batches {
@@ -242,7 +243,7 @@ pub async fn live_set(store: &Store, space: Option<&SpaceInfo>) -> Result<LiveSe
         .map(|(c, x)| {
             let vector = match (x.vector, x.vector_bytes) {
                 (Some(f), _) => Some(VectorData::F32(f)),
-                (None, Some(b)) if dtype == "int8" => {
+                (None, Some(b)) if dtype == Dtype::Int8 => {
                     Some(VectorData::I8(b.into_iter().map(|v| v as i8).collect()))
                 }
                 (None, Some(b)) => Some(VectorData::Bits(b)),
@@ -303,7 +304,7 @@ impl Completion {
 /// comes back too, for the build that follows.
 pub async fn completion(
     store: &Store,
-    space: Option<&SpaceInfo>,
+    space: Option<&Space>,
     chunker_version: &str,
 ) -> Result<(Completion, LiveSet), CompactError> {
     let mut c = Completion::default();

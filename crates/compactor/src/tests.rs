@@ -5,10 +5,11 @@ use std::collections::{BTreeMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
 
+use trawl_core::space::Space;
 use trawl_core::store::Store;
 use trawl_index::docs::DocRow;
 use trawl_index::generation::{self, Manifest};
-use trawl_index::segment::{SpaceInfo, VectorData};
+use trawl_index::segment::VectorData;
 use trawl_index::testing::unit;
 
 use crate::build::{BuildOptions, LiveDoc, build};
@@ -31,7 +32,7 @@ fn corpus(n: u64, dims: usize) -> Vec<LiveDoc> {
         .collect()
 }
 
-fn space(dims: u32) -> SpaceInfo {
+fn space(dims: u32) -> Space {
     trawl_index::testing::float_space(dims)
 }
 

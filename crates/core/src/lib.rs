@@ -2,9 +2,9 @@
 //!
 //! What every stage shares, and nothing a stage does: identities ([`ids`]) and the hash behind
 //! them ([`hash`]), versioned records with their Arrow schemas ([`records`]), layered
-//! configuration ([`config`]), language detection ([`language`]), and the two seams every
-//! stage talks through — the **store** ([`store`]) for durable output and the **bus**
-//! ([`bus`]) between stages.
+//! configuration ([`config`]), language detection ([`language`]), vector spaces ([`space`]),
+//! and the two seams every stage talks through — the **store** ([`store`]) for durable output
+//! and the **bus** ([`bus`]) between stages.
 //!
 //! Dependency direction is one way: `core ← stage crates ← cli`. Stage crates never depend
 //! on each other; they meet only in these types.
@@ -23,6 +23,7 @@ pub mod records;
 pub mod s3_testing;
 pub mod secret;
 pub mod shutdown;
+pub mod space;
 pub mod store;
 
 pub use error::{Error, StoreOp};

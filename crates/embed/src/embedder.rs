@@ -2,8 +2,6 @@
 //! [`crate::hash`]), one shared test suite (`suite`, with the `testing` feature).
 
 use std::collections::BTreeMap;
-use std::fmt;
-use std::str::FromStr;
 
 use async_trait::async_trait;
 
@@ -25,88 +23,7 @@ impl InputType {
     }
 }
 
-/// How a vector is stored.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum Dtype {
-    Float,
-    Int8,
-    Uint8,
-    /// Bit-packed, `dims / 8` bytes, offset so that bit 1 means positive.
-    Binary,
-    Ubinary,
-}
-
-impl Dtype {
-    pub const ALL: [Dtype; 5] = [
-        Dtype::Float,
-        Dtype::Int8,
-        Dtype::Uint8,
-        Dtype::Binary,
-        Dtype::Ubinary,
-    ];
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Dtype::Float => "float",
-            Dtype::Int8 => "int8",
-            Dtype::Uint8 => "uint8",
-            Dtype::Binary => "binary",
-            Dtype::Ubinary => "ubinary",
-        }
-    }
-
-    /// Bytes of one vector of `dims` dimensions (floats are 4 bytes each).
-    pub fn bytes(self, dims: u32) -> usize {
-        match self {
-            Dtype::Float => dims as usize * 4,
-            Dtype::Int8 | Dtype::Uint8 => dims as usize,
-            Dtype::Binary | Dtype::Ubinary => dims.div_ceil(8) as usize,
-        }
-    }
-}
-
-impl FromStr for Dtype {
-    type Err = EmbedError;
-    fn from_str(s: &str) -> Result<Self, EmbedError> {
-        Dtype::ALL
-            .into_iter()
-            .find(|d| d.as_str() == s)
-            .ok_or_else(|| {
-                EmbedError::Config(format!(
-                    "unknown dtype {s:?}: use float, int8, uint8, binary or ubinary"
-                ))
-            })
-    }
-}
-
-impl fmt::Display for Dtype {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-/// A vector space: embeddings are cached under `(model, dims, dtype, content_hash)`, so two
-/// embedders with the same space are interchangeable and a different space re-embeds.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub struct Space {
-    pub model: String,
-    pub dims: u32,
-    pub dtype: Dtype,
-}
-
-impl Space {
-    /// `<model>.<dims>.<dtype>`, with every character outside `[A-Za-z0-9._-]` replaced by
-    /// `-`: the directory name of the space's parts.
-    pub fn key(&self) -> String {
-        trawl_core::store::keys::space(&self.model, self.dims, self.dtype.as_str())
-    }
-}
-
-impl fmt::Display for Space {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{} ({} dims, {})", self.model, self.dims, self.dtype)
-    }
-}
+pub use trawl_core::space::{Dtype, Space, UnknownDtype};
 
 /// What one request may hold.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -171,6 +88,12 @@ pub enum EmbedError {
     /// A setting is wrong.
     #[error("embedder configuration: {0}")]
     Config(String),
+}
+
+impl From<UnknownDtype> for EmbedError {
+    fn from(e: UnknownDtype) -> Self {
+        EmbedError::Config(e.to_string())
+    }
 }
 
 /// Turns text into vectors.

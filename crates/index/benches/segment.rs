@@ -17,8 +17,9 @@
 use std::collections::HashSet;
 use std::time::Instant;
 
+use trawl_core::space::{Dtype, Space};
 use trawl_index::docs::DocRow;
-use trawl_index::segment::{self, SpaceInfo, VectorData};
+use trawl_index::segment::{self, VectorData};
 use trawl_index::testing::{clustered, unit};
 
 const DIMS: usize = 1024;
@@ -57,11 +58,11 @@ fn real_corpus() -> (Vec<DocRow>, Vec<(u64, VectorData)>) {
     (docs, vectors)
 }
 
-fn space() -> SpaceInfo {
-    SpaceInfo {
+fn space() -> Space {
+    Space {
         model: "bench".into(),
         dims: DIMS as u32,
-        dtype: "float".into(),
+        dtype: Dtype::Float,
     }
 }
 
@@ -77,7 +78,7 @@ fn segment_table(name: &str, docs: &[DocRow], vectors: &[(u64, VectorData)]) {
     let tmp = tempfile::tempdir().expect("tmp");
     let file = tmp.path().join("vectors.usearch");
     std::fs::write(&file, &vec_bytes).expect("write");
-    let opts = space().index_options().expect("options");
+    let opts = segment::index_options(&space()).expect("options");
     let t = Instant::now();
     let loaded = usearch::Index::new(&opts).expect("index");
     loaded.load(file.to_str().expect("utf-8")).expect("load");

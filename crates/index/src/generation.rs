@@ -7,7 +7,7 @@ use serde::{Deserialize, Serialize};
 use trawl_core::store::{Store, Version};
 
 use crate::IndexError;
-use crate::segment::SpaceInfo;
+use trawl_core::space::Space;
 
 /// The generation format written by this release. A reader refuses newer formats, and reads
 /// every older one it lists in [`READABLE_FORMATS`].
@@ -121,7 +121,7 @@ pub struct Manifest {
     /// RFC 3339.
     pub created_at: String,
     /// The vector space, when any chunk has a vector.
-    pub space: Option<SpaceInfo>,
+    pub space: Option<Space>,
     pub shard_count: u32,
     pub shards: Vec<ShardEntry>,
     pub counts: Counts,

@@ -4,8 +4,8 @@
 //! decides what goes into it.
 //!
 //! - [`segment`]: one segment — doc store (Parquet), vector index (usearch HNSW), text index
-//!   (tantivy with the [`analyzer`]); [`SpaceInfo`] and [`VectorData`], the vector space and
-//!   its vectors.
+//!   (tantivy with the [`analyzer`]); [`VectorData`], the vectors of a vector space (whose
+//!   type, [`trawl_core::space::Space`], manifests record).
 //! - [`docs`]: the doc store's rows ([`DocRow`]) and the key that tells a changed doc
 //!   ([`docs::DocKey`]).
 //! - [`generation`]: manifests, shards, tombstones, `CURRENT`, the swap and rollback, format
@@ -27,7 +27,7 @@ pub mod testing;
 
 pub use docs::DocRow;
 pub use generation::Manifest;
-pub use segment::{SpaceInfo, VectorData};
+pub use segment::VectorData;
 
 /// Why reading or writing the index format failed.
 #[derive(Debug, thiserror::Error)]

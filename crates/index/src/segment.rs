@@ -9,6 +9,7 @@ use tantivy::schema::{
     FAST, Field, INDEXED, IndexRecordOption, STRING, Schema, TextFieldIndexing, TextOptions,
 };
 use tantivy::{Index, TantivyDocument};
+use trawl_core::space::{Dtype, Space};
 use usearch::{IndexOptions, MetricKind, ScalarKind};
 
 use crate::IndexError;
@@ -24,42 +25,33 @@ pub enum VectorData {
     Bits(Vec<u8>),
 }
 
-/// The vector space of a generation.
-#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub struct SpaceInfo {
-    pub model: String,
-    pub dims: u32,
-    pub dtype: String,
+/// The usearch scalar and metric of vectors of `space`.
+fn scalar(space: &Space) -> Result<(ScalarKind, MetricKind), IndexError> {
+    Ok(match space.dtype {
+        // Unit vectors: inner product is cosine.
+        Dtype::Float => (ScalarKind::F32, MetricKind::IP),
+        Dtype::Int8 => (ScalarKind::I8, MetricKind::Cos),
+        Dtype::Binary | Dtype::Ubinary => (ScalarKind::B1, MetricKind::Hamming),
+        other @ Dtype::Uint8 => {
+            return Err(IndexError::Format(format!(
+                "vectors of dtype {other} cannot be indexed: use float, int8 or binary"
+            )));
+        }
+    })
 }
 
-impl SpaceInfo {
-    fn scalar(&self) -> Result<(ScalarKind, MetricKind), IndexError> {
-        Ok(match self.dtype.as_str() {
-            // Unit vectors: inner product is cosine.
-            "float" => (ScalarKind::F32, MetricKind::IP),
-            "int8" => (ScalarKind::I8, MetricKind::Cos),
-            "binary" | "ubinary" => (ScalarKind::B1, MetricKind::Hamming),
-            other => {
-                return Err(IndexError::Format(format!(
-                    "vectors of dtype {other} cannot be indexed: use float, int8 or binary"
-                )));
-            }
-        })
-    }
-
-    /// usearch options for this space.
-    pub fn index_options(&self) -> Result<IndexOptions, IndexError> {
-        let (quantization, metric) = self.scalar()?;
-        Ok(IndexOptions {
-            dimensions: self.dims as usize,
-            metric,
-            quantization,
-            connectivity: 16,
-            expansion_add: 128,
-            expansion_search: 128,
-            multi: false,
-        })
-    }
+/// usearch options for vectors of `space`.
+pub fn index_options(space: &Space) -> Result<IndexOptions, IndexError> {
+    let (quantization, metric) = scalar(space)?;
+    Ok(IndexOptions {
+        dimensions: space.dims as usize,
+        metric,
+        quantization,
+        connectivity: 16,
+        expansion_add: 128,
+        expansion_search: 128,
+        multi: false,
+    })
 }
 
 /// The text index's fields.
@@ -123,12 +115,12 @@ impl SegmentFiles {
 
 /// Builds the vector index of `vectors` (keyed by ord) with `threads` threads.
 pub fn build_vectors(
-    space: &SpaceInfo,
+    space: &Space,
     vectors: &[(u64, VectorData)],
     threads: usize,
 ) -> Result<usearch::Index, IndexError> {
     let ann = |e: cxx::Exception| IndexError::Segment(format!("vector index: {e}"));
-    let index = usearch::Index::new(&space.index_options()?).map_err(ann)?;
+    let index = usearch::Index::new(&index_options(space)?).map_err(ann)?;
     index
         .reserve_capacity_and_threads(vectors.len().max(1), threads.max(1))
         .map_err(ann)?;
@@ -176,7 +168,7 @@ pub fn save_vectors(index: &usearch::Index) -> Result<Bytes, IndexError> {
 pub fn build(
     docs: &[DocRow],
     vectors: &[(u64, VectorData)],
-    space: Option<&SpaceInfo>,
+    space: Option<&Space>,
     tmp: &Path,
     threads: usize,
 ) -> Result<SegmentFiles, IndexError> {

@@ -81,10 +81,10 @@ pub fn handler_doc(i: u64, text: &str) -> crate::docs::DocRow {
 }
 
 /// A float vector space of `dims` dimensions.
-pub fn float_space(dims: u32) -> crate::segment::SpaceInfo {
-    crate::segment::SpaceInfo {
+pub fn float_space(dims: u32) -> trawl_core::space::Space {
+    trawl_core::space::Space {
         model: "test".into(),
         dims,
-        dtype: "float".into(),
+        dtype: trawl_core::space::Dtype::Float,
     }
 }

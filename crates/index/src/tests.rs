@@ -3,19 +3,20 @@
 
 use std::collections::HashSet;
 
+use trawl_core::space::{Dtype, Space};
 use trawl_core::store::Store;
 
 use crate::IndexError;
 use crate::docs::DocRow;
 use crate::generation;
-use crate::segment::{self, SpaceInfo, VectorData};
+use crate::segment::{self, VectorData};
 use crate::testing::unit;
 
 fn doc(i: u64, text: &str) -> DocRow {
     crate::testing::handler_doc(i, text)
 }
 
-fn space(dims: u32) -> SpaceInfo {
+fn space(dims: u32) -> Space {
     crate::testing::float_space(dims)
 }
 
@@ -49,15 +50,15 @@ fn ann_recall_at_10_against_exact_search_is_at_least_095() {
     assert!(recall >= 0.95, "recall@10 = {recall}");
 
     // int8 and binary spaces build and find a vector's own key first.
-    for dtype in ["int8", "binary"] {
-        let s = SpaceInfo {
-            dtype: dtype.into(),
+    for dtype in [Dtype::Int8, Dtype::Binary] {
+        let s = Space {
+            dtype,
             ..space(dims as u32)
         };
         let vs: Vec<(u64, VectorData)> = (0..500u64)
             .map(|i| {
                 let f = unit(i, dims);
-                let v = if dtype == "int8" {
+                let v = if dtype == Dtype::Int8 {
                     VectorData::I8(f.iter().map(|x| (x * 127.0) as i8).collect())
                 } else {
                     VectorData::Bits(
@@ -129,6 +130,15 @@ async fn manifests_of_the_known_format_are_read_and_others_refused_with_what_to_
         .unwrap();
     let m = generation::manifest(&store, 7).await.unwrap();
     assert_eq!((m.generation, m.counts.chunks, m.shards.len()), (7, 2, 1));
+    // The space as written when its dtype was a string reads as the typed space.
+    assert_eq!(
+        m.space,
+        Some(Space {
+            model: "voyage-code-3".into(),
+            dims: 1024,
+            dtype: Dtype::Float,
+        })
+    );
 
     let v99 = std::fs::read(fixtures.join("manifest-format-99.json")).unwrap();
     store

@@ -15,7 +15,8 @@
 
 use std::time::Instant;
 
-use trawl_index::segment::{SpaceInfo, VectorData};
+use trawl_core::space::{Dtype, Space};
+use trawl_index::segment::{self, VectorData};
 use trawl_query::search::exact_scan;
 
 const DIMS: usize = 1024;
@@ -37,12 +38,13 @@ fn main() {
         .ok()
         .and_then(|s| s.trim().replace('_', "").parse().ok())
         .unwrap_or(20_000);
-    let space = SpaceInfo {
+    let space = Space {
         model: "bench".into(),
         dims: DIMS as u32,
-        dtype: "float".into(),
+        dtype: Dtype::Float,
     };
-    let index = usearch::Index::new(&space.index_options().expect("options")).expect("index");
+    let index =
+        usearch::Index::new(&segment::index_options(&space).expect("options")).expect("index");
     index.reserve(n as usize).expect("reserve");
     let t = Instant::now();
     for i in 0..n {

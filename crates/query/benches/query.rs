@@ -22,9 +22,10 @@ use std::time::Instant;
 
 use trawl_compactor::build::{BuildOptions, LiveDoc, build};
 use trawl_core::ids::RepoId;
+use trawl_core::space::{Dtype, Space};
 use trawl_core::store::Store;
 use trawl_index::docs::DocRow;
-use trawl_index::segment::{SpaceInfo, VectorData};
+use trawl_index::segment::VectorData;
 use trawl_index::testing::normalized;
 use trawl_query::index::Generation;
 use trawl_query::search::{self, Filter};
@@ -61,11 +62,11 @@ fn doc(base: &[DocRow], i: usize) -> DocRow {
     d
 }
 
-fn space() -> SpaceInfo {
-    SpaceInfo {
+fn space() -> Space {
+    Space {
         model: "bench".into(),
         dims: DIMS as u32,
-        dtype: "float".into(),
+        dtype: Dtype::Float,
     }
 }
 

@@ -215,7 +215,7 @@ pub fn candidates(
         .manifest
         .space
         .as_ref()
-        .is_some_and(|s| s.dtype.contains("binary"));
+        .is_some_and(|s| s.dtype.is_binary());
 
     let arm = VectorArm {
         vector,
@@ -788,8 +788,9 @@ mod tests {
     use super::*;
 
     /// A usearch index of `n` vectors of `space`, and the graph walk made exhaustive.
-    fn index_of(space: &trawl_index::SpaceInfo, vectors: &[VectorData]) -> usearch::Index {
-        let index = usearch::Index::new(&space.index_options().unwrap()).unwrap();
+    fn index_of(space: &trawl_core::space::Space, vectors: &[VectorData]) -> usearch::Index {
+        let index =
+            usearch::Index::new(&trawl_index::segment::index_options(space).unwrap()).unwrap();
         index.reserve(vectors.len()).unwrap();
         for (k, v) in vectors.iter().enumerate() {
             match v {
@@ -806,13 +807,13 @@ mod tests {
     fn the_exact_scan_finds_what_the_filtered_graph_walk_finds() {
         let dims = 48;
         let unit = |seed: u64| trawl_index::testing::unit(seed, dims);
-        let float = trawl_index::SpaceInfo {
+        let float = trawl_core::space::Space {
             model: "t".into(),
             dims: dims as u32,
-            dtype: "float".into(),
+            dtype: trawl_core::space::Dtype::Float,
         };
-        let int8 = trawl_index::SpaceInfo {
-            dtype: "int8".into(),
+        let int8 = trawl_core::space::Space {
+            dtype: trawl_core::space::Dtype::Int8,
             ..float.clone()
         };
         let n = 2000u64;

@@ -8,9 +8,10 @@ use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant};
 
 use trawl_core::config::{Config, EmbedConfig, QueryConfig};
+use trawl_core::space::{Dtype, Space};
 use trawl_core::store::Store;
 use trawl_embed::{Embedder, InputType, Vector};
-use trawl_index::{SpaceInfo, VectorData};
+use trawl_index::VectorData;
 
 use crate::QueryError;
 use crate::access::Access;
@@ -93,7 +94,7 @@ impl Histogram {
 
 /// The query embedder of one vector space.
 struct QueryEmbedder {
-    space: SpaceInfo,
+    space: Space,
     embedder: Arc<dyn Embedder>,
 }
 
@@ -126,7 +127,7 @@ impl std::fmt::Debug for Searcher {
 }
 
 /// A vector space as people name it: `voyage-code-3 (1024 × float)`.
-fn describe(space: &SpaceInfo) -> String {
+fn describe(space: &Space) -> String {
     format!("{} ({} × {})", space.model, space.dims, space.dtype)
 }
 
@@ -286,7 +287,7 @@ impl Searcher {
 
     /// Finds an embedder whose space is the generation's: the preferred one first. `Err`
     /// says why none could be started.
-    fn prepare_embedder(&self, space: Option<&SpaceInfo>) -> Result<(), String> {
+    fn prepare_embedder(&self, space: Option<&Space>) -> Result<(), String> {
         let Some(space) = space else {
             return Ok(());
         };
@@ -310,7 +311,7 @@ impl Searcher {
             let Ok(s) = trawl_embed::space_of(&self.embed, Some(name)) else {
                 continue;
             };
-            if s.model != space.model || s.dims != space.dims || s.dtype.as_str() != space.dtype {
+            if s != *space {
                 continue;
             }
             match trawl_embed::from_config(&self.embed, Some(name), false) {
@@ -364,9 +365,9 @@ impl Searcher {
                 return None;
             }
         };
-        match (out.vectors.into_iter().next()?, space.dtype.as_str()) {
+        match (out.vectors.into_iter().next()?, space.dtype) {
             (Vector::Float(v), _) => Some(VectorData::F32(v)),
-            (Vector::Bytes(b), "int8") => Some(VectorData::I8(
+            (Vector::Bytes(b), Dtype::Int8) => Some(VectorData::I8(
                 b.into_iter().map(|x| i8::from_ne_bytes([x])).collect(),
             )),
             (Vector::Bytes(b), _) => Some(VectorData::Bits(b)),

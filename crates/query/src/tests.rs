@@ -6,8 +6,9 @@ use std::collections::HashSet;
 use trawl_compactor::Quiet;
 use trawl_compactor::build::{BuildOptions, LiveDoc, build};
 use trawl_core::config::QueryConfig;
+use trawl_core::space::{Dtype, Space};
 use trawl_core::store::Store;
-use trawl_index::{SpaceInfo, VectorData};
+use trawl_index::VectorData;
 
 use crate::access::Access;
 use crate::index::Generation;
@@ -50,11 +51,11 @@ fn corpus(n: u64) -> Vec<LiveDoc> {
         .collect()
 }
 
-fn space() -> SpaceInfo {
-    SpaceInfo {
+fn space() -> Space {
+    Space {
         model: "test".into(),
         dims: DIMS as u32,
-        dtype: "float".into(),
+        dtype: Dtype::Float,
     }
 }
 
