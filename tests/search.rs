@@ -451,7 +451,7 @@ async fn two_repos(work: &Path) -> (SourceRepo, SourceRepo, Config) {
         .unwrap();
     let mut cfg = Config::default();
     cfg.store.url = work.join(".trawl").to_string_lossy().into_owned();
-    cfg.embed.embedder = "hash".into();
+    cfg.embed.embedder = trawl_core::config::EmbedderKind::Hash;
     (a, b, cfg)
 }
 
@@ -469,7 +469,11 @@ impl Drop for Served {
 
 async fn serve(cfg: &Config, tokens: Vec<TokenConfig>) -> Served {
     let store = Store::from_url(&cfg.store.url).unwrap();
-    let searcher = Arc::new(Searcher::open(store, cfg, Some("hash")).await.unwrap());
+    let searcher = Arc::new(
+        Searcher::open(store, cfg, Some(trawl_core::config::EmbedderKind::Hash))
+            .await
+            .unwrap(),
+    );
     let app = App::new(
         searcher.clone(),
         Tokens::from_config(&tokens).unwrap(),
@@ -779,10 +783,14 @@ async fn the_reranker_reorders_the_fused_top_and_its_failure_only_adds_a_note() 
     let store = Store::from_url(&cfg.store.url).unwrap();
     let reranker =
         trawl_query::rerank::Reranker::new(&fake.base_url(), "fake-key", "rerank-2.5", 20).unwrap();
-    let searcher = Searcher::open(store.clone(), &cfg, Some("hash"))
-        .await
-        .unwrap()
-        .with_reranker(reranker);
+    let searcher = Searcher::open(
+        store.clone(),
+        &cfg,
+        Some(trawl_core::config::EmbedderKind::Hash),
+    )
+    .await
+    .unwrap()
+    .with_reranker(reranker);
     // Every word of this query is in the pool's docstring only: the fake reranker (share of
     // query words in the document) puts it first whatever the fusion said.
     let mut req = SearchRequest::new("borrows a connection waiting while every connection is busy");
@@ -804,7 +812,7 @@ async fn the_reranker_reorders_the_fused_top_and_its_failure_only_adds_a_note() 
     let broken =
         trawl_query::rerank::Reranker::new(&fake.base_url(), "wrong-key", "rerank-2.5", 20)
             .unwrap();
-    let searcher = Searcher::open(store, &cfg, Some("hash"))
+    let searcher = Searcher::open(store, &cfg, Some(trawl_core::config::EmbedderKind::Hash))
         .await
         .unwrap()
         .with_reranker(broken);

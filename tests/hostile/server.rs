@@ -376,10 +376,14 @@ fn a_request_that_outlives_its_time_is_answered_503() {
 async fn scores(store: &Path, access: Access, query: &str) -> Vec<(String, f64)> {
     let mut cfg = Config::default();
     cfg.store.url = store.to_string_lossy().into_owned();
-    cfg.embed.embedder = "hash".into();
-    let searcher = Searcher::open(Store::from_url(&cfg.store.url).unwrap(), &cfg, Some("hash"))
-        .await
-        .unwrap();
+    cfg.embed.embedder = trawl_core::config::EmbedderKind::Hash;
+    let searcher = Searcher::open(
+        Store::from_url(&cfg.store.url).unwrap(),
+        &cfg,
+        Some(trawl_core::config::EmbedderKind::Hash),
+    )
+    .await
+    .unwrap();
     let mut req = SearchRequest::new(query);
     req.mode = Mode::Lexical;
     req.k = Some(20);

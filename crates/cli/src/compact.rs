@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use anyhow::Context;
 use trawl_compactor::live::Completion;
 use trawl_compactor::{BuildOptions, Progress};
-use trawl_core::config::Config;
+use trawl_core::config::{Config, EmbedderKind};
 use trawl_core::records::{Stage, rfc3339};
 use trawl_core::space::Space;
 
@@ -24,8 +24,8 @@ pub struct Args {
 
     /// Which embedder's vectors to index (default: `embed.embedder`); chunks without a vector
     /// in that space are indexed for text only.
-    #[arg(long, value_parser = ["local", "voyage", "hash"])]
-    embedder: Option<String>,
+    #[arg(long, value_enum)]
+    embedder: Option<EmbedderKind>,
 
     /// Print the generation's manifest as JSON instead of a summary.
     #[arg(long)]
@@ -177,7 +177,7 @@ impl Progress for Live {
     }
 }
 
-pub fn space(cfg: &Config, embedder: Option<&str>) -> Option<Space> {
+pub fn space(cfg: &Config, embedder: Option<EmbedderKind>) -> Option<Space> {
     match trawl_embed::space_of(&cfg.embed, embedder) {
         Ok(s) => Some(s),
         Err(e) => {
@@ -203,7 +203,7 @@ pub async fn run(cfg: &Config, args: Args) -> anyhow::Result<ExitCode> {
         // Chunk parts: only a live generation built from the store's current inputs may say
         // which are needed (after a rollback, or with runs since, the next build decides).
         // Asked before retention deletes superseded manifests (which changes no live set).
-        let space = space(cfg, args.embedder.as_deref());
+        let space = space(cfg, args.embedder);
         let (_, current_live) = unchanged_since(&store, space.as_ref()).await?;
         let days = cfg.compact.retain_runs_days;
         let kept = trawl_compactor::retention::retain(
@@ -320,7 +320,7 @@ async fn once(
     totals: &Totals,
 ) -> anyhow::Result<ExitCode> {
     let started = std::time::Instant::now();
-    let space = space(cfg, args.embedder.as_deref());
+    let space = space(cfg, args.embedder);
     let (set, waited) = if args.wait {
         let (c, set) = match wait(cfg, store, space.as_ref(), args, totals).await? {
             Waited::Ready(c, set) => (c, set),
@@ -538,7 +538,7 @@ async fn unchanged_since(
 pub async fn build(
     cfg: &Config,
     store: &trawl_core::store::Store,
-    embedder: Option<&str>,
+    embedder: Option<EmbedderKind>,
     full: bool,
     progress: &Live,
 ) -> anyhow::Result<trawl_compactor::Manifest> {

@@ -6,7 +6,7 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use anyhow::Context;
-use trawl_core::config::Config;
+use trawl_core::config::{Config, EmbedderKind};
 use trawl_core::store::Store;
 use trawl_embed_worker::worker::{EmbedReport, Metrics};
 use trawl_embed_worker::{EmbedWorker, RunReport, Until};
@@ -15,8 +15,8 @@ use trawl_embed_worker::{EmbedWorker, RunReport, Until};
 pub struct Args {
     /// Which embedder: `local` (the default model, no key needed), `voyage` (needs
     /// VOYAGE_API_KEY) or `hash` (deterministic, for tests). Same as `--set embed.embedder=…`.
-    #[arg(long, value_parser = ["local", "voyage", "hash"])]
-    embedder: Option<String>,
+    #[arg(long, value_enum)]
+    embedder: Option<EmbedderKind>,
 
     /// Stop once no chunk-part event has arrived for two seconds (a one-shot run after
     /// `trawl chunk-worker`); without it the worker runs until interrupted.
@@ -103,9 +103,8 @@ fn render(m: &Metrics) -> String {
 
 pub async fn run(cfg: &Config, args: Args) -> anyhow::Result<ExitCode> {
     let store = Store::from_url(&cfg.store.url)?;
-    let (embedder, opts) =
-        trawl_embed_worker::from_config(&cfg.embed, args.embedder.as_deref(), args.dry_run)
-            .context("cannot start the embedder")?;
+    let (embedder, opts) = trawl_embed_worker::from_config(&cfg.embed, args.embedder, args.dry_run)
+        .context("cannot start the embedder")?;
     let name = opts.embedder.clone();
     let backfill = args.all || args.dry_run;
     let bus = if backfill {

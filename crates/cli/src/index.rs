@@ -14,7 +14,7 @@ use std::time::Instant;
 
 use anyhow::Context;
 use trawl_core::bus::{Bus, InProcBus};
-use trawl_core::config::Config;
+use trawl_core::config::{Config, EmbedderKind};
 use trawl_core::records::DeadLetter;
 use trawl_core::store::Store;
 use trawl_embed_worker::worker::{CHUNKS_TOPIC, DEAD_LETTERS_TOPIC, EMBEDDED_TOPIC};
@@ -39,8 +39,8 @@ pub struct Args {
 
     /// Which embedder: `local` (default; the model is downloaded on first use), `voyage`
     /// (needs VOYAGE_API_KEY) or `hash` (tests).
-    #[arg(long, value_parser = ["local", "voyage", "hash"])]
-    embedder: Option<String>,
+    #[arg(long, value_enum)]
+    embedder: Option<EmbedderKind>,
 
     /// Rebuild every index shard instead of reusing unchanged ones.
     #[arg(long)]
@@ -62,7 +62,7 @@ async fn publish_early(
     store: &Store,
     fetcher: &Fetcher,
     report: &trawl_fetcher::RunReport,
-    embedder: &str,
+    embedder: EmbedderKind,
 ) -> anyhow::Result<trawl_compactor::Manifest> {
     // Every event is chunked and durable: the states may be recorded now.
     fetcher.commit_states(report).await?;
@@ -112,9 +112,9 @@ async fn drain(bus: Arc<dyn Bus>, topic: &str, group: &str, keep: bool) -> Vec<b
 }
 
 /// Installs the default local model when it is the one to use and is missing.
-async fn ensure_model(cfg: &Config, embedder: &str) -> anyhow::Result<()> {
+async fn ensure_model(cfg: &Config, embedder: EmbedderKind) -> anyhow::Result<()> {
     use trawl_embed::local;
-    if embedder != "local" || !cfg.embed.model_dir.as_os_str().is_empty() {
+    if embedder != EmbedderKind::Local || !cfg.embed.model_dir.as_os_str().is_empty() {
         return Ok(());
     }
     let dir = local::default_model_dir();
@@ -152,12 +152,9 @@ pub async fn run(cfg: &Config, args: Args) -> anyhow::Result<ExitCode> {
     let started = Instant::now();
     let specs = crate::fetch::specs(args.repos.as_deref(), &args.targets)?;
     anyhow::ensure!(!specs.is_empty(), "nothing to index: give paths or URLs");
-    let embedder_name = args
-        .embedder
-        .clone()
-        .unwrap_or_else(|| cfg.embed.embedder.clone());
-    ensure_model(cfg, &embedder_name).await?;
-    let (embedder, opts) = trawl_embed_worker::from_config(&cfg.embed, Some(&embedder_name), false)
+    let embedder_kind = args.embedder.unwrap_or(cfg.embed.embedder);
+    ensure_model(cfg, embedder_kind).await?;
+    let (embedder, opts) = trawl_embed_worker::from_config(&cfg.embed, Some(embedder_kind), false)
         .context("cannot start the embedder")?;
 
     let store = Store::from_url(&cfg.store.url)?;
@@ -259,10 +256,10 @@ pub async fn run(cfg: &Config, args: Args) -> anyhow::Result<ExitCode> {
         );
         if chunked.is_ok()
             && waiting > 0
-            && embedder_name != "hash"
+            && embedder_kind != EmbedderKind::Hash
             && report.failed() < report.repos.len()
         {
-            match publish_early(cfg, &store, &fetcher, &report, &embedder_name).await {
+            match publish_early(cfg, &store, &fetcher, &report, embedder_kind).await {
                 Ok(m) => {
                     let line = format!(
                         "index: generation {} is searchable now (words only for the {} chunks still being embedded): trawl search \"…\"",
@@ -347,7 +344,7 @@ pub async fn run(cfg: &Config, args: Args) -> anyhow::Result<ExitCode> {
     let built = crate::compact::build(
         cfg,
         &store,
-        Some(&embedder_name),
+        Some(embedder_kind),
         args.full,
         compact_progress.as_ref(),
     )

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context;
-use trawl_core::config::Config;
+use trawl_core::config::{Config, EmbedderKind};
 use trawl_query::access::Tokens;
 use trawl_query::{Access, Hit, Mode, SearchRequest, SearchResponse, Searcher};
 
@@ -59,8 +59,8 @@ pub struct Args {
     token: Option<String>,
 
     /// Which embedder embeds the query (default: the one whose vector space the index uses).
-    #[arg(long, value_parser = ["local", "voyage", "hash"])]
-    embedder: Option<String>,
+    #[arg(long, value_enum)]
+    embedder: Option<EmbedderKind>,
 }
 
 fn request(args: &Args) -> anyhow::Result<SearchRequest> {
@@ -77,7 +77,10 @@ fn request(args: &Args) -> anyhow::Result<SearchRequest> {
 }
 
 /// A searcher over the configured local store, with its live generation open.
-pub async fn local_searcher(cfg: &Config, embedder: Option<&str>) -> anyhow::Result<Searcher> {
+pub async fn local_searcher(
+    cfg: &Config,
+    embedder: Option<EmbedderKind>,
+) -> anyhow::Result<Searcher> {
     let store = crate::existing_store(cfg).map_err(|_| {
         anyhow::anyhow!(
             "no index at {}: run `trawl index <path>` first",
@@ -98,7 +101,7 @@ pub async fn run(cfg: &Config, args: Args) -> anyhow::Result<ExitCode> {
     let resp = match &args.server {
         Some(url) => remote(url, args.token.as_deref(), &req).await?,
         None => {
-            let searcher = local_searcher(cfg, args.embedder.as_deref()).await?;
+            let searcher = local_searcher(cfg, args.embedder).await?;
             searcher.search(&req, Access::all()).await?
         }
     };
@@ -303,8 +306,8 @@ pub struct EvalArgs {
     missed: bool,
 
     /// Which embedder embeds the queries (default: the one the index's space needs).
-    #[arg(long, value_parser = ["local", "voyage", "hash"])]
-    embedder: Option<String>,
+    #[arg(long, value_enum)]
+    embedder: Option<EmbedderKind>,
 }
 
 /// One evaluated configuration: a searcher, its knobs, a mode.
@@ -355,7 +358,7 @@ pub async fn eval(cfg: &Config, args: EvalArgs) -> anyhow::Result<ExitCode> {
             args.queries.display()
         );
     }
-    let searcher = local_searcher(cfg, args.embedder.as_deref()).await?;
+    let searcher = local_searcher(cfg, args.embedder).await?;
     let label = args.label.clone().unwrap_or_else(|| "trawl".to_owned());
     let mut runs = Vec::new();
     for mode in &args.mode {
@@ -375,7 +378,7 @@ pub async fn eval(cfg: &Config, args: EvalArgs) -> anyhow::Result<ExitCode> {
     if let Some(store) = &args.baseline {
         let mut bcfg = cfg.clone();
         bcfg.store.url.clone_from(store);
-        let base = local_searcher(&bcfg, args.embedder.as_deref()).await?;
+        let base = local_searcher(&bcfg, args.embedder).await?;
         let params = eval::naive(&cfg.query);
         let name = "naive RAG (windows, BM25 + vector, RRF)".to_owned();
         let results = run_queries(&base, &queries, &params, Mode::Hybrid, &name).await?;

@@ -255,13 +255,61 @@ impl Default for CompactConfig {
     }
 }
 
+/// Which embedder: configured as `embed.embedder`, chosen with `--embedder`, written in run
+/// reports, by these names.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
+#[serde(rename_all = "lowercase")]
+pub enum EmbedderKind {
+    /// A sentence-transformers model directory run with candle: the default, no key needed.
+    Local,
+    /// The Voyage API; needs `VOYAGE_API_KEY`.
+    Voyage,
+    /// Deterministic feature hashing, for tests only.
+    Hash,
+}
+
+impl EmbedderKind {
+    pub const ALL: [EmbedderKind; 3] = [
+        EmbedderKind::Local,
+        EmbedderKind::Voyage,
+        EmbedderKind::Hash,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EmbedderKind::Local => "local",
+            EmbedderKind::Voyage => "voyage",
+            EmbedderKind::Hash => "hash",
+        }
+    }
+}
+
+impl std::fmt::Display for EmbedderKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl std::str::FromStr for EmbedderKind {
+    type Err = Error;
+    fn from_str(s: &str) -> Result<Self, Error> {
+        EmbedderKind::ALL
+            .into_iter()
+            .find(|k| k.as_str() == s)
+            .ok_or_else(|| {
+                Error::Config(format!("unknown embedder {s:?}: use local, voyage or hash"))
+            })
+    }
+}
+
 /// The embed stage: which embedder, its vector space, the provider's limits, the cost.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct EmbedConfig {
     /// `local` (a model directory run with candle: the default, no key needed), `voyage`
     /// (the Voyage API; needs `VOYAGE_API_KEY`) or `hash` (deterministic, for tests only).
-    pub embedder: String,
+    pub embedder: EmbedderKind,
     /// The Voyage model.
     pub model: String,
     /// Voyage `output_dimension`: 256, 512, 1024 or 2048 for voyage-code-3.
@@ -304,7 +352,7 @@ pub struct EmbedConfig {
 impl Default for EmbedConfig {
     fn default() -> Self {
         Self {
-            embedder: "local".into(),
+            embedder: EmbedderKind::Local,
             model: "voyage-code-3".into(),
             dims: 1024,
             dtype: "float".into(),
@@ -640,6 +688,28 @@ mod tests {
         )
         .unwrap();
         assert_eq!(c.fetch.exclude, ["gen/**"]);
+    }
+
+    #[test]
+    fn embedder_kinds_keep_the_names_configs_and_reports_use() {
+        for (kind, name) in [
+            (EmbedderKind::Local, "local"),
+            (EmbedderKind::Voyage, "voyage"),
+            (EmbedderKind::Hash, "hash"),
+        ] {
+            assert_eq!(kind.to_string(), name);
+            assert_eq!(name.parse::<EmbedderKind>().unwrap(), kind);
+            assert_eq!(serde_json::to_string(&kind).unwrap(), format!("\"{name}\""));
+            let c = Config::load(None, env(&[("TRAWL_EMBED_EMBEDDER", name)]), &[]).unwrap();
+            assert_eq!(c.embed.embedder, kind);
+        }
+        assert_eq!(EmbedConfig::default().embedder, EmbedderKind::Local);
+        let e = "openai".parse::<EmbedderKind>().unwrap_err().to_string();
+        assert!(e.contains("use local, voyage or hash"), "{e}");
+        let e = Config::load(None, [], &[("embed.embedder".into(), "openai".into())])
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("openai") && e.contains("voyage"), "{e}");
     }
 
     #[test]

@@ -15,34 +15,34 @@ pub use worker::{EmbedWorker, Options, RunReport, Until};
 use std::sync::Arc;
 use std::time::Duration;
 
-use trawl_core::config::EmbedConfig;
+use trawl_core::config::{EmbedConfig, EmbedderKind};
 use trawl_embed::{EmbedError, Embedder};
 
 /// The embedder `cfg` names (`embedder` overrides `cfg.embedder` when given), and the
 /// worker options that go with it. A dry run never calls the provider, so it needs no key.
 pub fn from_config(
     cfg: &EmbedConfig,
-    embedder: Option<&str>,
+    embedder: Option<EmbedderKind>,
     dry_run: bool,
 ) -> Result<(Arc<dyn Embedder>, Options), EmbedError> {
-    let name = embedder.unwrap_or(&cfg.embedder);
-    let e = trawl_embed::from_config(cfg, Some(name), dry_run)?;
+    let kind = embedder.unwrap_or(cfg.embedder);
+    let e = trawl_embed::from_config(cfg, Some(kind), dry_run)?;
     let opts = Options {
         linger: Duration::from_millis(cfg.linger_ms),
         // Flushes in flight: Voyage overlaps requests; an in-process model runs one at a time
         // anyway, and one flush more keeps it fed while the previous part is written.
-        concurrency: if name == "voyage" {
+        concurrency: if kind == EmbedderKind::Voyage {
             cfg.concurrency.max(1)
         } else {
             2
         },
-        price_per_mtok: if name == "voyage" {
+        price_per_mtok: if kind == EmbedderKind::Voyage {
             cfg.price_per_mtok
         } else {
             0.0
         },
         dry_run,
-        embedder: name.to_owned(),
+        embedder: kind.to_string(),
     };
     Ok((e, opts))
 }

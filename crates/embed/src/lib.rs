@@ -26,29 +26,26 @@ pub use embedder::{Dtype, EmbedError, Embedder, InputType, Space, Vector};
 use std::sync::Arc;
 use std::time::Duration;
 
-use trawl_core::config::EmbedConfig;
+use trawl_core::config::{EmbedConfig, EmbedderKind};
 
 /// The environment variable holding the Voyage key. It is read here and never logged.
 pub const VOYAGE_API_KEY: &str = "VOYAGE_API_KEY";
 
 /// The vector space the embedder `cfg` names writes, without starting it (the local model is
 /// not loaded, only its weights hashed).
-pub fn space_of(cfg: &EmbedConfig, embedder: Option<&str>) -> Result<Space, EmbedError> {
-    match embedder.unwrap_or(&cfg.embedder) {
-        "voyage" => Ok(Space {
+pub fn space_of(cfg: &EmbedConfig, embedder: Option<EmbedderKind>) -> Result<Space, EmbedError> {
+    match embedder.unwrap_or(cfg.embedder) {
+        EmbedderKind::Voyage => Ok(Space {
             model: cfg.model.clone(),
             dims: cfg.dims,
             dtype: cfg.dtype.parse()?,
         }),
-        "local" => local::space_of(&model_dir(cfg)),
-        "hash" => Ok(Space {
+        EmbedderKind::Local => local::space_of(&model_dir(cfg)),
+        EmbedderKind::Hash => Ok(Space {
             model: hash::MODEL.into(),
             dims: cfg.hash_dims,
             dtype: Dtype::Float,
         }),
-        other => Err(EmbedError::Config(format!(
-            "unknown embedder {other:?}: use local, voyage or hash"
-        ))),
     }
 }
 
@@ -64,11 +61,11 @@ fn model_dir(cfg: &EmbedConfig) -> std::path::PathBuf {
 /// calls the provider, so it needs no key.
 pub fn from_config(
     cfg: &EmbedConfig,
-    embedder: Option<&str>,
+    embedder: Option<EmbedderKind>,
     dry_run: bool,
 ) -> Result<Arc<dyn Embedder>, EmbedError> {
-    Ok(match embedder.unwrap_or(&cfg.embedder) {
-        "voyage" => {
+    Ok(match embedder.unwrap_or(cfg.embedder) {
+        EmbedderKind::Voyage => {
             let mut key = std::env::var(VOYAGE_API_KEY).unwrap_or_default();
             if dry_run && key.is_empty() {
                 key = "dry-run: never sent".into();
@@ -89,15 +86,10 @@ pub fn from_config(
                 timeout: Duration::from_secs(cfg.timeout_secs.max(1)),
             })?)
         }
-        "local" => Arc::new(local::LocalEmbedder::load(
+        EmbedderKind::Local => Arc::new(local::LocalEmbedder::load(
             &model_dir(cfg),
             cfg.local_batch,
         )?),
-        "hash" => Arc::new(hash::HashEmbedder::new(cfg.hash_dims)?),
-        other => {
-            return Err(EmbedError::Config(format!(
-                "unknown embedder {other:?}: use local, voyage or hash"
-            )));
-        }
+        EmbedderKind::Hash => Arc::new(hash::HashEmbedder::new(cfg.hash_dims)?),
     })
 }

@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant};
 
-use trawl_core::config::{Config, EmbedConfig, QueryConfig};
+use trawl_core::config::{Config, EmbedConfig, EmbedderKind, QueryConfig};
 use trawl_core::space::{Dtype, Space};
 use trawl_core::store::Store;
 use trawl_embed::{Embedder, InputType, Vector};
@@ -104,7 +104,7 @@ pub struct Searcher {
     cache: PathBuf,
     embed: EmbedConfig,
     /// The embedder to try first (`embed.embedder`, or `--embedder`).
-    preferred: String,
+    preferred: EmbedderKind,
     params: QueryConfig,
     ef_search: usize,
     pub max_k: usize,
@@ -148,7 +148,7 @@ impl Searcher {
     pub async fn open(
         store: Store,
         cfg: &Config,
-        embedder: Option<&str>,
+        embedder: Option<EmbedderKind>,
     ) -> Result<Self, QueryError> {
         Self::open_with(store, cfg, embedder, false).await
     }
@@ -164,7 +164,7 @@ impl Searcher {
     async fn open_with(
         store: Store,
         cfg: &Config,
-        embedder: Option<&str>,
+        embedder: Option<EmbedderKind>,
         strict: bool,
     ) -> Result<Self, QueryError> {
         let q = &cfg.query;
@@ -188,7 +188,7 @@ impl Searcher {
             store,
             cache,
             embed: cfg.embed.clone(),
-            preferred: embedder.unwrap_or(&cfg.embed.embedder).to_owned(),
+            preferred: embedder.unwrap_or(cfg.embed.embedder),
             params: q.clone(),
             ef_search: q.ef_search,
             max_k: q.max_k,
@@ -301,11 +301,15 @@ impl Searcher {
             return Ok(());
         }
         let mut reasons = Vec::new();
-        let mut names = vec![self.preferred.as_str()];
+        let mut names = vec![self.preferred];
         names.extend(
-            ["local", "hash", "voyage"]
-                .iter()
-                .filter(|n| **n != self.preferred),
+            [
+                EmbedderKind::Local,
+                EmbedderKind::Hash,
+                EmbedderKind::Voyage,
+            ]
+            .into_iter()
+            .filter(|n| *n != self.preferred),
         );
         for name in names {
             let Ok(s) = trawl_embed::space_of(&self.embed, Some(name)) else {
@@ -316,7 +320,7 @@ impl Searcher {
             }
             match trawl_embed::from_config(&self.embed, Some(name), false) {
                 Ok(e) => {
-                    tracing::debug!(embedder = name, space = %s, "query embedder ready");
+                    tracing::debug!(embedder = %name, space = %s, "query embedder ready");
                     *self
                         .embedder
                         .write()
@@ -328,7 +332,7 @@ impl Searcher {
                     return Ok(());
                 }
                 Err(e) => {
-                    tracing::warn!(embedder = name, error = %e, "cannot start the query embedder");
+                    tracing::warn!(embedder = %name, error = %e, "cannot start the query embedder");
                     reasons.push(format!("{name}: {e}"));
                 }
             }
