@@ -345,6 +345,11 @@ pub struct EmbedConfig {
     pub model_dir: PathBuf,
     /// Inputs per forward pass of the local model.
     pub local_batch: usize,
+    /// The local model reads at most this many tokens of a chunk (header first); 0 = the
+    /// model's own limit (256 for all-MiniLM-L6-v2). 128 embeds about twice as fast and
+    /// retrieves a little worse (README, "Retrieval quality"); another value is another
+    /// vector space, so changing it re-embeds everything.
+    pub local_max_tokens: usize,
     /// Dimensions of the hash embedder.
     pub hash_dims: u32,
 }
@@ -369,6 +374,7 @@ impl Default for EmbedConfig {
             linger_ms: 200,
             model_dir: PathBuf::new(),
             local_batch: 8,
+            local_max_tokens: 0,
             hash_dims: 256,
         }
     }

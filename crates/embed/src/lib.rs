@@ -40,7 +40,7 @@ pub fn space_of(cfg: &EmbedConfig, embedder: Option<EmbedderKind>) -> Result<Spa
             dims: cfg.dims,
             dtype: cfg.dtype.parse()?,
         }),
-        EmbedderKind::Local => local::space_of(&model_dir(cfg)),
+        EmbedderKind::Local => local::space_of(&model_dir(cfg), cfg.local_max_tokens),
         EmbedderKind::Hash => Ok(Space {
             model: hash::MODEL.into(),
             dims: cfg.hash_dims,
@@ -86,9 +86,10 @@ pub fn from_config(
                 timeout: Duration::from_secs(cfg.timeout_secs.max(1)),
             })?)
         }
-        EmbedderKind::Local => Arc::new(local::LocalEmbedder::load(
+        EmbedderKind::Local => Arc::new(local::LocalEmbedder::load_limited(
             &model_dir(cfg),
             cfg.local_batch,
+            cfg.local_max_tokens,
         )?),
         EmbedderKind::Hash => Arc::new(hash::HashEmbedder::new(cfg.hash_dims)?),
     })

@@ -9,7 +9,9 @@
 //!   position embeddings) is truncated to it — the start is kept, where the header and
 //!   signature are — and counted as `truncated`.
 //! - The model's name in the cache key is the directory's name plus a hash of its weights: a
-//!   fine-tune in a same-named directory is a different vector space.
+//!   fine-tune in a same-named directory is a different vector space. A length limit other
+//!   than the model's own (`embed.local_max_tokens`) is a different space too
+//!   (`all-MiniLM-L6-v2@8087e9bf/128`): a long chunk's vector depends on where it is cut.
 //! - One single-threaded forward pass per core, each on its own batch: measured faster than
 //!   one pass split across the cores (candle's element-wise kernels synchronise often).
 
@@ -156,12 +158,23 @@ impl LocalEmbedder {
     /// Loads `dir` (`config.json`, `tokenizer.json`, `model.safetensors`). `batch` inputs go
     /// through the model at once.
     pub fn load(dir: &Path, batch: usize) -> Result<Self, EmbedError> {
-        let threads = std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get);
-        Self::load_with(dir, batch, threads)
+        Self::load_limited(dir, batch, 0)
     }
 
-    /// As [`LocalEmbedder::load`], with `threads` forward passes at once.
-    pub fn load_with(dir: &Path, batch: usize, threads: usize) -> Result<Self, EmbedError> {
+    /// As [`LocalEmbedder::load`], truncating inputs at `max_tokens` instead of the model's
+    /// own `max_seq_length` (0: the model's; capped by its position embeddings).
+    pub fn load_limited(dir: &Path, batch: usize, max_tokens: usize) -> Result<Self, EmbedError> {
+        let threads = std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get);
+        Self::load_with(dir, batch, threads, max_tokens)
+    }
+
+    /// As [`LocalEmbedder::load_limited`], with `threads` forward passes at once.
+    pub fn load_with(
+        dir: &Path,
+        batch: usize,
+        threads: usize,
+        max_tokens: usize,
+    ) -> Result<Self, EmbedError> {
         let need = ["config.json", "tokenizer.json", "model.safetensors"];
         if let Some(missing) = need.iter().find(|f| !dir.join(f).is_file()) {
             return Err(EmbedError::Model(format!(
@@ -177,16 +190,10 @@ impl LocalEmbedder {
             .map_err(|e| model_err("config.json is not a BERT config", dir, e))?;
         let raw: serde_json::Value =
             serde_json::from_str(&config_text).map_err(|e| model_err("config.json", dir, e))?;
-        let positions = raw["max_position_embeddings"].as_u64().unwrap_or(512) as usize;
-        let max_seq = std::fs::read_to_string(dir.join("sentence_bert_config.json"))
-            .ok()
-            .and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok())
-            .and_then(|v| v["max_seq_length"].as_u64())
-            .map_or(positions, |m| (m as usize).min(positions));
-
+        let max_seq = max_seq(dir, &raw, max_tokens);
         let weights = std::fs::read(dir.join("model.safetensors"))
             .map_err(|e| model_err("cannot read model.safetensors", dir, e))?;
-        let space = space_from(dir, &raw, &weights);
+        let space = space_from(dir, &raw, &weights, max_seq);
         let vb = VarBuilder::from_buffered_safetensors(weights, DType::F32, &Device::Cpu)
             .map_err(|e| model_err("model.safetensors", dir, e))?;
         let bert = BertModel::load(vb, &config)
@@ -237,23 +244,53 @@ fn pools(n: usize) -> Result<Vec<rayon::ThreadPool>, EmbedError> {
 
 /// The vector space of the model in `dir`, without loading it (reads the config and hashes the
 /// weights).
-pub fn space_of(dir: &Path) -> Result<Space, EmbedError> {
+/// The input length in tokens: `max_tokens` when set, else the model's `max_seq_length`
+/// (`sentence_bert_config.json`), else its position embeddings, never more than those.
+fn max_seq(dir: &Path, config: &serde_json::Value, max_tokens: usize) -> usize {
+    let positions = config["max_position_embeddings"].as_u64().unwrap_or(512) as usize;
+    if max_tokens > 0 {
+        return max_tokens.min(positions);
+    }
+    model_max_seq(dir).map_or(positions, |m| m.min(positions))
+}
+
+fn model_max_seq(dir: &Path) -> Option<usize> {
+    std::fs::read_to_string(dir.join("sentence_bert_config.json"))
+        .ok()
+        .and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok())
+        .and_then(|v| v["max_seq_length"].as_u64())
+        .map(|m| m as usize)
+}
+
+/// The vector space of the model in `dir` at `max_tokens` (0: the model's own length).
+pub fn space_of(dir: &Path, max_tokens: usize) -> Result<Space, EmbedError> {
     let config_text = std::fs::read_to_string(dir.join("config.json"))
         .map_err(|e| model_err("cannot read config.json", dir, e))?;
     let raw: serde_json::Value =
         serde_json::from_str(&config_text).map_err(|e| model_err("config.json", dir, e))?;
     let weights = std::fs::read(dir.join("model.safetensors"))
         .map_err(|e| model_err("cannot read model.safetensors", dir, e))?;
-    Ok(space_from(dir, &raw, &weights))
+    Ok(space_from(
+        dir,
+        &raw,
+        &weights,
+        max_seq(dir, &raw, max_tokens),
+    ))
 }
 
-fn space_from(dir: &Path, config: &serde_json::Value, weights: &[u8]) -> Space {
+fn space_from(dir: &Path, config: &serde_json::Value, weights: &[u8], length: usize) -> Space {
     let fingerprint = &blake3::hash(weights).to_hex()[..8];
     let name = dir
         .file_name()
         .map_or_else(|| "local".into(), |n| n.to_string_lossy().into_owned());
+    // The model's own length keeps the name every index built before the setting existed has.
+    let suffix = if length == max_seq(dir, config, 0) {
+        String::new()
+    } else {
+        format!("/{length}")
+    };
     Space {
-        model: format!("{name}@{fingerprint}"),
+        model: format!("{name}@{fingerprint}{suffix}"),
         dims: config["hidden_size"].as_u64().unwrap_or(0) as u32,
         dtype: Dtype::Float,
     }
@@ -452,6 +489,41 @@ mod tests {
         };
         let cos: f32 = a.iter().zip(b).map(|(x, y)| x * y).sum();
         assert!(cos > 0.9999, "{cos}");
+    }
+
+    #[tokio::test]
+    async fn a_shorter_input_limit_is_its_own_space() {
+        let dir =
+            std::env::var_os("TRAWL_EMBED_MODEL_DIR").map_or_else(default_model_dir, PathBuf::from);
+        let own = model();
+        let same = LocalEmbedder::load_limited(&dir, 8, own.max_seq()).unwrap();
+        assert_eq!(
+            same.space(),
+            own.space(),
+            "the model's own length keeps its name"
+        );
+        let short = LocalEmbedder::load_limited(&dir, 8, 128).unwrap();
+        assert_eq!(short.max_seq(), 128);
+        assert_eq!(short.space().model, format!("{}/128", own.space().model));
+        assert_eq!(space_of(&dir, 128).unwrap(), *short.space());
+        // A chunk longer than 128 tokens is cut earlier, so its vector differs; a short one
+        // is the same vector in both.
+        let long = (0..80)
+            .map(|i| format!("def handler_{i}(request): return route(request, {i})"))
+            .collect::<Vec<_>>()
+            .join("\n");
+        let inputs = vec![long, "fn parse(x: &str) -> u32".to_owned()];
+        let a = own.embed(&inputs, InputType::Document).await.unwrap();
+        let b = short.embed(&inputs, InputType::Document).await.unwrap();
+        let cos = |x: &Vector, y: &Vector| match (x, y) {
+            (Vector::Float(x), Vector::Float(y)) => {
+                x.iter().zip(y).map(|(p, q)| p * q).sum::<f32>()
+            }
+            _ => panic!("float vectors"),
+        };
+        assert!(cos(&a.vectors[0], &b.vectors[0]) < 0.999);
+        assert!(cos(&a.vectors[1], &b.vectors[1]) > 0.9999);
+        assert!(b.tokens < a.tokens);
     }
 
     #[test]
