@@ -29,10 +29,8 @@ use std::time::Duration;
 
 use trawl_chunker::records::{Source, to_records};
 use trawl_chunker::{CHUNKER_VERSION, Options, Strategy};
-use trawl_core::bus::{Bus, Delivery};
-use trawl_core::records::{
-    self, CHUNK_PART_VERSION, ChunkPartEvent, DEAD_LETTER_VERSION, DeadLetter, FileEvent, FileOp,
-};
+use trawl_core::bus::{Bus, Delivery, Topic};
+use trawl_core::records::{self, CHUNK_PART_VERSION, ChunkPartEvent, FileEvent, FileOp};
 use trawl_core::shutdown::Shutdown;
 use trawl_core::store::{Store, keys};
 
@@ -274,28 +272,8 @@ impl ChunkWorker {
     }
 
     async fn dead_letter(&self, d: Delivery, error: String) {
-        tracing::warn!(key = %d.key, %error, attempts = d.attempt, "dead-lettering a file event");
-        let letter = DeadLetter {
-            schema_version: DEAD_LETTER_VERSION,
-            topic: FILES_TOPIC.into(),
-            key: d.key.clone(),
-            error,
-            attempts: d.attempt,
-            payload: String::from_utf8_lossy(&d.payload).into_owned(),
-        };
-        match self
-            .bus
-            .publish(DEAD_LETTERS_TOPIC, &d.key, letter.to_json())
-            .await
-        {
-            Ok(()) => {
-                self.metrics.dead_letters.fetch_add(1, Ordering::Relaxed);
-                let _ = d.ack().await;
-            }
-            Err(e) => {
-                tracing::warn!(error = %e, "dead-letter publish failed; retrying the event");
-                d.nack();
-            }
+        if trawl_core::bus::dead_letter(self.bus.as_ref(), Topic::Files, d, error).await {
+            self.metrics.dead_letters.fetch_add(1, Ordering::Relaxed);
         }
     }
 
@@ -383,6 +361,7 @@ mod tests {
     use super::*;
     use bytes::Bytes;
     use trawl_core::bus::{InProcBus, SpoolBus};
+    use trawl_core::records::DeadLetter;
     use trawl_core::{BlobId, CommitId, RepoId, RunId};
 
     impl ChunkWorker {

@@ -15,8 +15,6 @@ pub mod config;
 mod error;
 pub mod hash;
 pub mod ids;
-#[cfg(feature = "kafka")]
-pub mod kafka;
 pub mod language;
 pub mod records;
 #[cfg(feature = "s3-testing")]

@@ -674,28 +674,11 @@ impl Flows {
 
 impl Inner {
     async fn dead_letter(&self, d: Delivery, error: String) {
-        tracing::warn!(key = %d.key, %error, "dead-lettering a chunk-part event");
-        let letter = DeadLetter {
-            schema_version: DEAD_LETTER_VERSION,
-            topic: CHUNKS_TOPIC.into(),
-            key: d.key.clone(),
-            error,
-            attempts: d.attempt,
-            payload: String::from_utf8_lossy(&d.payload).into_owned(),
-        };
         let Some(bus) = &self.bus else { return };
-        match bus
-            .publish(DEAD_LETTERS_TOPIC, &d.key, letter.to_json())
+        if trawl_core::bus::dead_letter(bus.as_ref(), trawl_core::bus::Topic::Chunks, d, error)
             .await
         {
-            Ok(()) => {
-                self.metrics.dead_lettered.fetch_add(1, Ordering::Relaxed);
-                let _ = d.ack().await;
-            }
-            Err(e) => {
-                tracing::warn!(error = %e, "dead-letter publish failed; the event goes back");
-                d.nack();
-            }
+            self.metrics.dead_lettered.fetch_add(1, Ordering::Relaxed);
         }
     }
 

@@ -39,12 +39,54 @@ use rdkafka::message::{Header, Headers, Message, OwnedHeaders};
 use rdkafka::producer::{FutureProducer, FutureRecord, Producer};
 use rdkafka::topic_partition_list::{Offset, TopicPartitionList};
 
+use super::seam::{Bus, Delivery, Settle, Subscription, lock};
 use crate::Error;
-use crate::bus::{Bus, Delivery, Settle, Subscription};
 use crate::store::{Store, keys};
 
 const REF_HEADER: &str = "trawl-ref";
 const CLOSE_HEADER: &str = "trawl-close";
+
+/// `kafka://host:port[,host:port…][?partitions=N&replication=R&tls=true]`: topics the bus
+/// creates get N partitions (default 12) and replication factor R (default 3); `tls=true`
+/// connects with TLS (MSK's TLS listener).
+pub(super) fn from_url(url: &str, store: &Store) -> Result<KafkaBus, Error> {
+    let bad = |reason: String| Error::BusUrl {
+        url: url.to_owned(),
+        reason,
+    };
+    let rest = url.strip_prefix("kafka://").unwrap_or_default();
+    let (brokers, query) = rest.split_once('?').unwrap_or((rest, ""));
+    if brokers.is_empty() {
+        return Err(bad("no brokers: use kafka://host:port[,host:port]".into()));
+    }
+    let (mut partitions, mut replication) = (12, 3);
+    let mut opts = KafkaOptions::new(brokers);
+    for pair in query.split('&').filter(|p| !p.is_empty()) {
+        let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
+        let number = || {
+            v.parse::<i32>()
+                .map_err(|_| bad(format!("{k}={v:?} is not a number")))
+        };
+        match k {
+            "partitions" => partitions = number()?,
+            "replication" => replication = number()?,
+            "tls" => {
+                opts.tls = match v {
+                    "true" => true,
+                    "false" => false,
+                    _ => return Err(bad(format!("tls={v:?}: use true or false"))),
+                }
+            }
+            other => {
+                return Err(bad(format!(
+                    "unknown parameter {other:?}: use partitions, replication or tls"
+                )));
+            }
+        }
+    }
+    let admin = Arc::new(AdminApi::new(&opts, partitions, replication));
+    KafkaBus::new(opts, store.clone(), admin)
+}
 
 /// Creates topics (a seam: the mock cluster has no CreateTopics).
 #[async_trait]
@@ -220,10 +262,6 @@ impl KafkaBus {
             })
             .collect())
     }
-}
-
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 fn attempts_key(topic: &str, group: &str, partition: i32, offset: i64) -> String {
@@ -728,9 +766,9 @@ mod tests {
             admin.clone(),
         )
         .unwrap();
-        b.create_topics(&crate::bus::TOPICS).await.unwrap();
-        b.create_topics(&crate::bus::TOPICS).await.unwrap();
-        assert_eq!(*lock(&admin.0), crate::bus::TOPICS);
+        b.create_topics(&super::super::TOPICS).await.unwrap();
+        b.create_topics(&super::super::TOPICS).await.unwrap();
+        assert_eq!(*lock(&admin.0), super::super::TOPICS);
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
