@@ -214,7 +214,7 @@ fn index_then_search_cites_definitions_filters_expands_and_reindexes_incremental
     let none = search_json(work.path(), &["retry", "--repo", "github.com/nobody/*"]);
     assert!(none.is_empty());
 
-    // Expansion attaches the parent, siblings and callees as context, never as hits.
+    // Expansion attaches the parent, siblings, callees and callers as context, never as hits.
     let hits = search_json(work.path(), &["RetryPolicy.delay", "-k", "1", "--expand"]);
     let rel = |h: &serde_json::Value, r: &str| -> Vec<String> {
         h["context"]
@@ -248,6 +248,15 @@ fn index_then_search_cites_definitions_filters_expands_and_reindexes_incremental
         rel(&hits[0], "callee")
             .iter()
             .any(|s| s == "parse_http_response"),
+        "{:?}",
+        hits[0]["context"]
+    );
+    // And the other way: who calls it.
+    let hits = search_json(work.path(), &["parse_http_response", "-k", "1", "--expand"]);
+    assert!(
+        rel(&hits[0], "caller")
+            .iter()
+            .any(|s| s == "fetch_with_retries"),
         "{:?}",
         hits[0]["context"]
     );

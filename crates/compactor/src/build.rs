@@ -78,48 +78,6 @@ pub fn shard_of(doc: &DocRow, shards: u32) -> u32 {
     (u64::from_le_bytes(b[..8].try_into().expect("8 bytes")) % u64::from(shards.max(1))) as u32
 }
 
-/// Resolves callee names to chunk ids of definitions in the same repository: a member of a
-/// container that stays one chunk (`Walker.run`) resolves to the container.
-pub fn resolve_calls(docs: &mut [LiveDoc]) {
-    let mut by_name: HashMap<(&str, &str), Vec<trawl_core::ChunkId>> = HashMap::new();
-    for d in docs.iter() {
-        let symbol = d.doc.symbol.as_deref().filter(|_| {
-            matches!(
-                d.doc.kind.as_str(),
-                "function" | "method" | "class" | "struct" | "enum" | "interface" | "trait"
-            )
-        });
-        let members = d
-            .doc
-            .members
-            .iter()
-            .map(|m| m.rsplit(['.', ':']).next().unwrap_or(m));
-        for s in symbol.into_iter().chain(members) {
-            let ids = by_name.entry((d.doc.repo_id.as_str(), s)).or_default();
-            if ids.last() != Some(&d.doc.chunk_id) {
-                ids.push(d.doc.chunk_id);
-            }
-        }
-    }
-    let resolved: Vec<Vec<trawl_core::ChunkId>> = docs
-        .iter()
-        .map(|d| {
-            let mut ids = Vec::new();
-            for c in &d.doc.calls {
-                if let Some(v) = by_name.get(&(d.doc.repo_id.as_str(), c.as_str())) {
-                    ids.extend(v.iter().take(4).filter(|id| **id != d.doc.chunk_id));
-                }
-            }
-            ids.sort();
-            ids.dedup();
-            ids
-        })
-        .collect();
-    for (d, ids) in docs.iter_mut().zip(resolved) {
-        d.doc.call_ids = ids;
-    }
-}
-
 /// What the live generation holds in one shard: live docs by key → (segment dir, ord).
 async fn shard_contents(
     store: &Store,
@@ -297,7 +255,8 @@ async fn build_leased(
             && (p.space.is_none() || space.is_none() || p.space == space)
     });
     let shard_count = reusable.map_or(opts.shards.max(1), |p| p.shard_count);
-    resolve_calls(&mut live);
+    let calls = crate::calls::resolve_calls(&mut live);
+    tracing::debug!(?calls, "calls resolved");
 
     let mut counts = Counts {
         chunks: live.len() as u64,

@@ -5,6 +5,7 @@
 //! segments, manifests, `CURRENT` — is [`trawl_index`]'s; this crate decides what goes in.
 //!
 //! - [`live`]: the live set with DataFusion.
+//! - [`calls`]: the call graph, each call name resolved to the definition it means or to none.
 //! - [`build`]: a generation from the live set, reusing unchanged shards, with delta segments,
 //!   tombstones and size-tiered merges.
 //! - [`gc`](mod@gc): garbage collection of generations, under the lease.
@@ -12,6 +13,7 @@
 //! - [`retention`]: run reports, superseded manifests, repositories that left the list.
 
 pub mod build;
+pub mod calls;
 pub mod gc;
 pub mod lease;
 pub mod live;

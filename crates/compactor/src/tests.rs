@@ -272,24 +272,3 @@ async fn chunks_without_a_vector_are_indexed_for_text_and_counted() {
     assert_eq!(m.shards[0].segments[0].docs, 100);
     let _ = Arc::new(());
 }
-
-#[test]
-fn a_call_to_a_member_of_a_one_chunk_container_resolves_to_the_container() {
-    let walker = DocRow {
-        kind: "impl".into(),
-        symbol: Some("Walker".into()),
-        qualified_name: Some("Walker".into()),
-        members: vec!["Walker.run".into(), "Walker.skip".into()],
-        ..doc(1, "impl Walker { fn run(&self) {} fn skip(&self) {} }")
-    };
-    let main = DocRow {
-        calls: vec!["run".into()],
-        ..doc(2, "fn main() { Walker.run(); }")
-    };
-    let mut docs: Vec<LiveDoc> = [walker.clone(), main]
-        .into_iter()
-        .map(|doc| LiveDoc { doc, vector: None })
-        .collect();
-    crate::build::resolve_calls(&mut docs);
-    assert_eq!(docs[1].doc.call_ids, [walker.chunk_id]);
-}

@@ -85,6 +85,10 @@ pub struct Generation {
     pub segments: Vec<Arc<Segment>>,
     /// Chunk id → (segment, ord) of live docs.
     by_id: HashMap<ChunkId, (u32, u32)>,
+    /// Callee chunk id → the live docs that call it (the reverse of `call_ids`), computed
+    /// when the generation opens, so a new caller in a changed file shows at once on a callee
+    /// whose own file did not change.
+    callers: HashMap<ChunkId, Vec<(u32, u32)>>,
     /// How long opening took, and how much was downloaded.
     pub load: LoadStats,
 }
@@ -102,6 +106,11 @@ impl Generation {
     /// The live doc of a chunk id.
     pub fn doc(&self, id: &ChunkId) -> Option<(u32, u32)> {
         self.by_id.get(id).copied()
+    }
+
+    /// The live docs whose resolved calls name `id`, in (segment, ord) order.
+    pub fn callers(&self, id: &ChunkId) -> &[(u32, u32)] {
+        self.callers.get(id).map_or(&[], Vec::as_slice)
     }
 
     /// Live docs.
@@ -191,10 +200,17 @@ impl Generation {
         .await
         .map_err(|e| QueryError::Index(format!("opening segments: {e}")))??;
         let mut by_id = HashMap::new();
+        let mut callers: HashMap<ChunkId, Vec<(u32, u32)>> = HashMap::new();
         for (s, seg) in segments.iter().enumerate() {
             for (o, d) in seg.docs.iter().enumerate() {
                 if seg.alive[o] {
                     by_id.insert(d.chunk_id, (s as u32, o as u32));
+                    for callee in &d.call_ids {
+                        callers
+                            .entry(*callee)
+                            .or_default()
+                            .push((s as u32, o as u32));
+                    }
                 }
             }
         }
@@ -212,6 +228,7 @@ impl Generation {
             manifest,
             segments,
             by_id,
+            callers,
             load,
         })
     }

@@ -781,6 +781,15 @@ fn expand_one(generation: &Generation, d: &DocRow, h: &mut Hit, access: &Access)
             add("callee", callee, h);
         }
     }
+    let callers = generation
+        .callers(&d.chunk_id)
+        .iter()
+        .map(|&(s, o)| &generation.segments[s as usize].docs[o as usize])
+        .filter(|c| access.allows(c.repo_id.as_str()))
+        .take(MAX_CONTEXT);
+    for caller in callers {
+        add("caller", caller, h);
+    }
 }
 
 #[cfg(test)]

@@ -439,7 +439,7 @@ pub fn openapi_document() -> serde_json::Value {
         "type": "object",
         "required": ["relation", "repo", "commit", "path", "start_line", "end_line", "kind", "text"],
         "properties": {
-            "relation": {"type": "string", "enum": ["member", "container", "overlap", "parent", "sibling", "callee"]},
+            "relation": {"type": "string", "enum": ["member", "container", "overlap", "parent", "sibling", "callee", "caller"]},
             "repo": {"type": "string"}, "commit": {"type": "string"}, "path": {"type": "string"},
             "start_line": {"type": "integer"}, "end_line": {"type": "integer"},
             "symbol": {"type": ["string", "null"]}, "kind": {"type": "string"}, "text": {"type": "string"}
