@@ -989,3 +989,137 @@ async fn a_deferred_fetch_records_the_state_only_when_told() {
     fetcher.commit_states(&report).await.unwrap();
     assert!(store.exists_key(&state).await.unwrap());
 }
+
+/// A fake OpenAI-compatible chat-completions endpoint: answers every question with `code`
+/// (in a Markdown fence, as models do) after `delay`, counting the requests and keeping the
+/// last body; a bearer key other than `key` is refused.
+async fn fake_chat(
+    code: &'static str,
+    delay: std::time::Duration,
+    key: String,
+) -> (
+    String,
+    Arc<AtomicU64>,
+    Arc<std::sync::Mutex<serde_json::Value>>,
+    tokio::task::JoinHandle<()>,
+) {
+    use axum::http::{HeaderMap, StatusCode};
+    let requests = Arc::new(AtomicU64::new(0));
+    let last = Arc::new(std::sync::Mutex::new(serde_json::Value::Null));
+    let (n, l) = (requests.clone(), last.clone());
+    let app = axum::Router::new().route(
+        "/v1/chat/completions",
+        axum::routing::post(
+            move |headers: HeaderMap, axum::Json(body): axum::Json<serde_json::Value>| {
+                let (n, l, want) = (n.clone(), l.clone(), format!("Bearer {key}"));
+                async move {
+                    n.fetch_add(1, Ordering::Relaxed);
+                    *l.lock().unwrap() = body;
+                    tokio::time::sleep(delay).await;
+                    if headers.get("authorization").and_then(|v| v.to_str().ok())
+                        != Some(want.as_str())
+                    {
+                        return (StatusCode::UNAUTHORIZED, axum::Json(serde_json::json!({})));
+                    }
+                    let content = format!("```python\n{code}\n```");
+                    (
+                        StatusCode::OK,
+                        axum::Json(serde_json::json!({
+                            "choices": [{"message": {"role": "assistant", "content": content}}]
+                        })),
+                    )
+                }
+            },
+        ),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!(
+        "http://{}/v1/chat/completions",
+        listener.local_addr().unwrap()
+    );
+    let task = tokio::spawn(async move {
+        let _ = axum::serve(listener, app).await;
+    });
+    (url, requests, last, task)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hyde_searches_the_hypothetical_code_beside_the_question_and_a_slow_generator_only_adds_a_note()
+ {
+    let work = tempfile::tempdir().unwrap();
+    let (_a, _b, mut cfg) = two_repos(work.path()).await;
+    let store = Store::from_url(&cfg.store.url).unwrap();
+    // No word of the question is in the code that answers it; the generated code is.
+    let question = "what turns the reply that came back over the wire into something we can use?";
+    let code = "def parse_http_response(raw):\n    head, _, body = raw.partition(\"\\r\\n\\r\\n\")\n    status = int(head.split()[1])\n    return status, body";
+    // The key comes from the environment variable `query.hyde_key_env` names: one every
+    // process has stands in for it.
+    let key = std::env::var("PATH").unwrap();
+    let (url, requests, last, server) =
+        fake_chat(code, std::time::Duration::ZERO, key.clone()).await;
+    let mut req = SearchRequest::new(question);
+    req.k = Some(3);
+    let top =
+        |r: &trawl_query::request::SearchResponse| r.results.first().and_then(|h| h.symbol.clone());
+
+    let plain = Searcher::open(store.clone(), &cfg, None).await.unwrap();
+    let without = plain.search(&req, Access::all()).await.unwrap();
+    assert_ne!(top(&without).as_deref(), Some("parse_http_response"));
+
+    cfg.query.hyde = true;
+    cfg.query.hyde_url = url;
+    cfg.query.hyde_model = "fake-coder".into();
+    cfg.query.hyde_key_env = "PATH".into();
+    // The hash embedder's vectors are crude: the arm's weight makes its effect plain.
+    cfg.query.hyde_weight = 1.5;
+    let hyde = Searcher::open(store.clone(), &cfg, None).await.unwrap();
+    let with = hyde.search(&req, Access::all()).await.unwrap();
+    assert!(with.notes.is_empty(), "{:?}", with.notes);
+    assert_eq!(
+        top(&with).as_deref(),
+        Some("parse_http_response"),
+        "{:?}",
+        with.results
+    );
+    let body = last.lock().unwrap().clone();
+    assert_eq!(body["model"], "fake-coder");
+    assert_eq!(body["messages"][1]["content"], question);
+    // The same question again is answered from the cache; a symbol never asks.
+    hyde.search(&req, Access::all()).await.unwrap();
+    hyde.search(&SearchRequest::new("parse_http_response"), Access::all())
+        .await
+        .unwrap();
+    assert_eq!(requests.load(Ordering::Relaxed), 1);
+    server.abort();
+
+    // A generator slower than the timeout: the plain search answers, with a note.
+    let (url, _, _, slow) = fake_chat(code, std::time::Duration::from_secs(5), key.clone()).await;
+    cfg.query.hyde_url = url;
+    cfg.query.hyde_timeout_ms = 200;
+    let slow_searcher = Searcher::open(store.clone(), &cfg, None).await.unwrap();
+    let r = slow_searcher.search(&req, Access::all()).await.unwrap();
+    assert_eq!(top(&r), top(&without));
+    assert!(
+        r.notes
+            .iter()
+            .any(|n| n.contains("did not answer within 200 ms")),
+        "{:?}",
+        r.notes
+    );
+    slow.abort();
+
+    // A refused key: a note that says where to look.
+    let (url, _, _, refusing) = fake_chat(code, std::time::Duration::ZERO, key).await;
+    cfg.query.hyde_url = url;
+    cfg.query.hyde_key_env = "TRAWL_TEST_HYDE_NO_KEY".into();
+    let refused = Searcher::open(store, &cfg, None).await.unwrap();
+    let r = refused.search(&req, Access::all()).await.unwrap();
+    assert!(
+        r.notes
+            .iter()
+            .any(|n| n.contains("401") && n.contains("$TRAWL_TEST_HYDE_NO_KEY")),
+        "{:?}",
+        r.notes
+    );
+    refusing.abort();
+}

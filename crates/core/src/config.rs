@@ -112,6 +112,24 @@ pub struct QueryConfig {
     pub rerank_model: String,
     /// Fused candidates sent to the reranker.
     pub rerank_top: usize,
+    /// HyDE: a question in words is answered by a language model with hypothetical code,
+    /// which is embedded as a document and searched as a third arm beside the question's own
+    /// (off by default; needs `hyde_url` and `hyde_model`).
+    pub hyde: bool,
+    /// An OpenAI-compatible chat-completions endpoint
+    /// (`https://api.openai.com/v1/chat/completions`, a local server's `/v1/chat/completions`).
+    pub hyde_url: String,
+    /// The chat model HyDE asks.
+    pub hyde_model: String,
+    /// The environment variable holding the endpoint's bearer key (unset: no key sent).
+    pub hyde_key_env: String,
+    /// How long a search waits for the hypothetical code before answering without it (with
+    /// a note).
+    pub hyde_timeout_ms: u64,
+    /// Questions whose generated code is kept in memory.
+    pub hyde_cache: usize,
+    /// Weight of the HyDE arm in the fusion.
+    pub hyde_weight: f64,
     /// Bearer tokens of `trawl serve` and the repositories each may see (glob patterns such as
     /// `github.com/acme/*`). No tokens = an open server (for a laptop); with tokens, every
     /// request needs one.
@@ -147,6 +165,13 @@ impl Default for QueryConfig {
             max_query_terms: 64,
             rerank_model: String::new(),
             rerank_top: 50,
+            hyde: false,
+            hyde_url: String::new(),
+            hyde_model: String::new(),
+            hyde_key_env: "HYDE_API_KEY".into(),
+            hyde_timeout_ms: 3000,
+            hyde_cache: 1000,
+            hyde_weight: 0.7,
             tokens: Vec::new(),
         }
     }

@@ -22,6 +22,7 @@
 
 pub mod access;
 pub mod eval;
+pub mod hyde;
 pub mod index;
 pub mod rank;
 pub mod request;

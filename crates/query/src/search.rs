@@ -160,6 +160,20 @@ pub fn candidates(
     vector: Option<&VectorData>,
     params: &QueryConfig,
 ) -> Result<Ranked, QueryError> {
+    candidates_with(generation, req, k, filter, vector, None, params)
+}
+
+/// [`candidates`], with the vector of HyDE's hypothetical code searched as a third arm
+/// (`query.hyde_weight`) when there is one.
+pub fn candidates_with(
+    generation: &Generation,
+    req: &SearchRequest,
+    k: usize,
+    filter: Filter,
+    vector: Option<&VectorData>,
+    hyde: Option<&VectorData>,
+    params: &QueryConfig,
+) -> Result<Ranked, QueryError> {
     let mut notes = Vec::new();
     let mode = req.mode;
     let intent = rank::classify(&req.query);
@@ -224,40 +238,52 @@ pub fn candidates(
         binary,
         exact_below: params.exact_scan_below,
     };
+    // HyDE's arm searches only beside the question's own vector, in hybrid mode.
+    let hyde_arm = VectorArm {
+        vector: hyde.filter(|_| mode == Mode::Hybrid && vector.is_some()),
+        ..arm
+    };
     type Arm = Vec<Candidate>;
-    let per_segment: Vec<Result<(Arm, Arm), QueryError>> = generation
+    let per_segment: Vec<Result<(Arm, Arm, Arm), QueryError>> = generation
         .segments
         .par_iter()
         .enumerate()
         .map(|(si, seg)| {
             let f = SegFilter::new(seg, &filter);
             if f.passes_none() {
-                return Ok((Vec::new(), Vec::new()));
+                return Ok((Vec::new(), Vec::new(), Vec::new()));
             }
             let si = si as u32;
-            let (v, l) = rayon::join(
-                || vector_arm(seg, &f, &arm, si),
+            let ((v, hy), l) = rayon::join(
+                || {
+                    (
+                        vector_arm(seg, &f, &arm, si),
+                        vector_arm(seg, &f, &hyde_arm, si),
+                    )
+                },
                 || match &text_query {
                     Some(q) => lexical_arm(seg, &f, q, per_arm, si),
                     None => Ok(Vec::new()),
                 },
             );
-            Ok((v?, l?))
+            Ok((v?, l?, hy?))
         })
         .collect();
     let mut vec_hits = Vec::new();
     let mut lex_hits = Vec::new();
+    let mut hyde_hits = Vec::new();
     for r in per_segment {
-        let (v, l) = r?;
+        let (v, l, hy) = r?;
         vec_hits.extend(v);
         lex_hits.extend(l);
+        hyde_hits.extend(hy);
     }
     let by_score =
         |a: &Candidate, b: &Candidate| b.2.total_cmp(&a.2).then(a.0.cmp(&b.0)).then(a.1.cmp(&b.1));
-    vec_hits.sort_by(by_score);
-    lex_hits.sort_by(by_score);
-    vec_hits.truncate(per_arm);
-    lex_hits.truncate(per_arm);
+    for hits in [&mut vec_hits, &mut lex_hits, &mut hyde_hits] {
+        hits.sort_by(by_score);
+        hits.truncate(per_arm);
+    }
 
     let effective = if vector.is_none() {
         Mode::Lexical
@@ -289,7 +315,12 @@ pub fn candidates(
             } else {
                 params.weight_lexical
             };
-            for (arm, w) in [(&vec_hits, params.weight_vector), (&lex_hits, w_lex)] {
+            let arms = [
+                (&vec_hits, params.weight_vector),
+                (&lex_hits, w_lex),
+                (&hyde_hits, params.hyde_weight),
+            ];
+            for (arm, w) in arms {
                 for (rank, &(s, o, _)) in arm.iter().enumerate() {
                     *fused.entry((s, o)).or_default() += w / (params.rrf_k + rank as f64 + 1.0);
                 }

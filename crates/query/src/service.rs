@@ -110,6 +110,7 @@ pub struct Searcher {
     pub max_k: usize,
     pub max_query_bytes: usize,
     reranker: Option<Reranker>,
+    hyde: Option<crate::hyde::Hyde>,
     current: RwLock<Option<Arc<Generation>>>,
     embedder: RwLock<Option<Arc<QueryEmbedder>>>,
     /// A generation whose vector space no embedder here can serve is refused rather than
@@ -184,6 +185,8 @@ impl Searcher {
                 q.rerank_top,
             )?)
         };
+        let hyde =
+            crate::hyde::Hyde::from_config(q).map_err(|e| QueryError::Config(e.to_string()))?;
         let s = Self {
             store,
             cache,
@@ -194,6 +197,7 @@ impl Searcher {
             max_k: q.max_k,
             max_query_bytes: q.max_query_bytes,
             reranker,
+            hyde,
             current: RwLock::new(None),
             embedder: RwLock::new(None),
             strict,
@@ -349,6 +353,34 @@ impl Searcher {
 
     /// Embeds the query in the generation's space.
     async fn embed(&self, g: &Generation, query: &str) -> Option<VectorData> {
+        self.embed_as(g, query, InputType::Query).await
+    }
+
+    /// HyDE's vector for a question in words: its hypothetical code embedded as a document.
+    /// `Err` is the note a search carries when the generator did not answer.
+    async fn hyde_vector(
+        &self,
+        g: &Generation,
+        req: &SearchRequest,
+    ) -> Result<Option<VectorData>, String> {
+        let Some(h) = &self.hyde else {
+            return Ok(None);
+        };
+        if req.mode != crate::Mode::Hybrid
+            || crate::rank::classify(&req.query) != crate::rank::Intent::Natural
+        {
+            return Ok(None);
+        }
+        match h.snippet(&req.query).await {
+            Ok(code) => Ok(self.embed_as(g, &code, InputType::Document).await),
+            Err(e) => {
+                tracing::warn!(error = %e, "HyDE: searching without hypothetical code");
+                Err(format!("{e}: searched without hypothetical code"))
+            }
+        }
+    }
+
+    async fn embed_as(&self, g: &Generation, query: &str, kind: InputType) -> Option<VectorData> {
         let space = g.manifest.space.as_ref()?;
         let e = self
             .embedder
@@ -358,11 +390,7 @@ impl Searcher {
         if &e.space != space {
             return None;
         }
-        let out = match e
-            .embedder
-            .embed(&[query.to_owned()], InputType::Query)
-            .await
-        {
+        let out = match e.embedder.embed(&[query.to_owned()], kind).await {
             Ok(o) => o,
             Err(err) => {
                 tracing::warn!(error = %err, "cannot embed the query; lexical search only");
@@ -409,6 +437,15 @@ impl Searcher {
         } else {
             self.embed(&g, &req.query).await
         };
+        let mut notes = Vec::new();
+        let hyde = if vector.is_some() {
+            self.hyde_vector(&g, req).await.unwrap_or_else(|note| {
+                notes.push(note);
+                None
+            })
+        } else {
+            None
+        };
         let embed_s = t0.elapsed().as_secs_f64();
         if vector.is_some() {
             self.metrics.embed_seconds.observe(embed_s);
@@ -419,12 +456,20 @@ impl Searcher {
             let req = req.clone();
             let params = params.clone();
             tokio::task::spawn_blocking(move || {
-                search::candidates(&g, &req, k, filter, vector.as_ref(), &params)
+                search::candidates_with(
+                    &g,
+                    &req,
+                    k,
+                    filter,
+                    vector.as_ref(),
+                    hyde.as_ref(),
+                    &params,
+                )
             })
             .await
             .map_err(|e| QueryError::Index(format!("search task: {e}")))??
         };
-        let mut notes = ranked.notes;
+        notes.extend(ranked.notes);
         let mut candidates = ranked.candidates;
         let mut search_s = t1.elapsed().as_secs_f64();
         if let Some(r) = &self.reranker {
