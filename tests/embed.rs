@@ -10,6 +10,7 @@ use trawl_core::bus::Bus;
 use trawl_core::ids::ContentHash;
 use trawl_core::records::{self, ChunkRecord, DeadLetter, EmbeddedEvent, EmbeddingRecord};
 use trawl_core::store::Store;
+use trawl_embed::batch::{BatchConfig, VoyageBatches};
 use trawl_embed::embedder::{Dtype, Embedder, Vector};
 use trawl_embed::fake::{FakeConfig, FakeVoyage, fake_vector};
 use trawl_embed::hash::HashEmbedder;
@@ -68,6 +69,7 @@ fn options(name: &str) -> Options {
         linger: Duration::from_millis(30),
         concurrency: 3,
         price_per_mtok: 0.18,
+        batch_price_per_mtok: 0.12,
         dry_run: false,
         embedder: name.into(),
     }
@@ -448,4 +450,283 @@ async fn trawl_index_makes_the_code_searchable_before_the_slow_embedder_is_done(
     )
     .unwrap();
     assert_eq!(last["counts"]["text_only"], 0, "{last}");
+}
+
+/// A store holding the chunks of one repository of real code.
+async fn chunked_stdlib() -> Harness {
+    let h = Harness::new().with_inproc_bus();
+    let src = SourceRepo::new();
+    commit(&src, &stdlib_json());
+    fetch_and_chunk(&h, &[&src]).await;
+    h
+}
+
+/// Batch API clients against `fake`: `max_inputs` lines per batch, polls milliseconds apart.
+fn batch_client(fake: &FakeVoyage, max_inputs: usize) -> Arc<VoyageBatches> {
+    let mut cfg = VoyageConfig::new(&fake.base_url(), "test-key");
+    cfg.dims = 256;
+    cfg.timeout = Duration::from_secs(5);
+    Arc::new(
+        VoyageBatches::new(
+            &cfg,
+            BatchConfig {
+                max_inputs,
+                max_file_bytes: 1 << 30,
+                poll: Duration::from_millis(5),
+                max_poll: Duration::from_millis(20),
+            },
+        )
+        .unwrap(),
+    )
+}
+
+fn voyage_embedder(fake: &FakeVoyage) -> Arc<dyn Embedder> {
+    let mut cfg = VoyageConfig::new(&fake.base_url(), "test-key");
+    cfg.dims = 256;
+    Arc::new(VoyageEmbedder::new(cfg).unwrap())
+}
+
+/// `trawl embed --all --batch`, as the CLI runs it.
+async fn batch_backfill(
+    h: &Harness,
+    fake: &FakeVoyage,
+    max_inputs: usize,
+) -> Result<RunReport, WorkerError> {
+    EmbedWorker::new(
+        h.store.clone(),
+        None,
+        voyage_embedder(fake),
+        options("voyage"),
+    )
+    .with_batches(batch_client(fake, max_inputs))
+    .backfill(&|_, _| {})
+    .await
+}
+
+/// The batches a run submitted and has not collected yet.
+async fn listed_batches(store: &Store) -> Vec<String> {
+    store.list("pipeline/embed-batches/").await.unwrap()
+}
+
+/// Every vector is the fake's vector of its chunk's text, once per content hash.
+async fn assert_every_chunk_has_its_vector(store: &Store) {
+    let got = vectors(store).await;
+    for c in all_chunks(store).await {
+        let v = &got[&c.content_hash];
+        assert_eq!(v.len(), 1, "one vector per content hash");
+        assert_eq!(
+            Vector::Float(v[0].vector.clone().unwrap()),
+            fake_vector(&c.indexed_text(), 256, Dtype::Float)
+        );
+        assert_eq!((v[0].model.as_str(), v[0].dims), ("voyage-code-3", 256));
+    }
+}
+
+#[tokio::test]
+async fn a_batch_backfill_writes_what_the_synchronous_path_writes_at_the_batch_price() {
+    let h = chunked_stdlib().await;
+    let fake = FakeVoyage::start(FakeConfig {
+        batch_polls: 2,
+        ..FakeConfig::default()
+    })
+    .await
+    .unwrap();
+    let chunks = all_chunks(&h.store).await;
+    let distinct: std::collections::HashSet<ContentHash> =
+        chunks.iter().map(|c| c.content_hash).collect();
+
+    // A dry run prices both modes and sends nothing.
+    let dry = EmbedWorker::new(
+        h.store.clone(),
+        None,
+        voyage_embedder(&fake),
+        Options {
+            dry_run: true,
+            ..options("voyage")
+        },
+    )
+    .backfill(&|_, _| {})
+    .await
+    .unwrap()
+    .embed;
+    assert!(dry.tokens_sent > 0);
+    let at = |price: f64| dry.tokens_sent as f64 / 1e6 * price;
+    assert!((dry.estimated_cost_sync_usd - at(0.18)).abs() < 1e-12);
+    assert!((dry.estimated_cost_batch_usd - at(0.12)).abs() < 1e-12);
+    assert_eq!(fake.stats().requests, 0);
+
+    // 40 inputs a batch: several batches.
+    let report = batch_backfill(&h, &fake, 40).await.unwrap().embed;
+    let s = fake.stats();
+    assert!(s.batches_created >= 2, "{} batches", s.batches_created);
+    assert_eq!(s.batches_created as usize, distinct.len().div_ceil(40));
+    assert_eq!(s.accepted, 0, "the synchronous endpoint is not used");
+    assert_every_chunk_has_its_vector(&h.store).await;
+    assert_eq!(s.embedded.len(), distinct.len());
+    assert!(s.embedded.values().all(|n| *n == 1), "each text once");
+    assert_eq!(report.mode, "batch");
+    assert_eq!(report.cache_misses as usize, distinct.len());
+    assert_eq!(report.vectors_written as usize, distinct.len());
+    assert_eq!(report.tokens_sent, s.accepted_tokens);
+    assert_eq!(report.requests, s.batches_created);
+    assert_eq!(report.batches.len() as u64, s.batches_created);
+    assert!(
+        report
+            .batches
+            .iter()
+            .all(|b| b.status == "completed" && !b.resumed)
+    );
+    assert!((report.estimated_cost_usd - report.tokens_sent as f64 / 1e6 * 0.12).abs() < 1e-12);
+    assert_eq!(report.failed_inputs, 0);
+    assert!(listed_batches(&h.store).await.is_empty());
+
+    // A re-run sends nothing: every chunk is in the cache.
+    let again = batch_backfill(&h, &fake, 40).await.unwrap().embed;
+    assert_eq!(fake.stats().batches_created, s.batches_created);
+    assert_eq!(fake.stats().files_uploaded, s.files_uploaded);
+    assert_eq!(again.cache_hits as usize, chunks.len());
+    assert_eq!((again.tokens_sent, again.requests), (0, 0));
+}
+
+#[tokio::test]
+async fn a_batch_run_stopped_while_waiting_resumes_its_batches_instead_of_paying_twice() {
+    let h = chunked_stdlib().await;
+    // Batches that stay in progress until told otherwise.
+    let fake = FakeVoyage::start(FakeConfig {
+        batch_polls: u32::MAX / 4,
+        ..FakeConfig::default()
+    })
+    .await
+    .unwrap();
+    let run = batch_backfill(&h, &fake, 50);
+    // Stopped (as by Ctrl-C: the future is dropped) once every batch is submitted and polled.
+    tokio::select! {
+        r = run => panic!("the run ended while its batches were in progress: {r:?}"),
+        () = async {
+            while fake.stats().batch_polls == 0 {
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+        } => {}
+    }
+    let submitted = fake.stats();
+    assert!(submitted.batches_created >= 2);
+    assert_eq!(listed_batches(&h.store).await.len(), 1);
+    assert!(vectors(&h.store).await.is_empty());
+
+    // The batches complete; the next run collects them and submits nothing.
+    fake.configure(|c| c.batch_polls = 1);
+    let report = batch_backfill(&h, &fake, 50).await.unwrap().embed;
+    let s = fake.stats();
+    assert_eq!(s.batches_created, submitted.batches_created);
+    assert_eq!(s.files_uploaded, submitted.files_uploaded);
+    assert_every_chunk_has_its_vector(&h.store).await;
+    assert!(s.embedded.values().all(|n| *n == 1), "each text once");
+    assert_eq!(report.requests, 0, "nothing submitted again");
+    assert_eq!(report.batches.len() as u64, s.batches_created);
+    assert!(
+        report
+            .batches
+            .iter()
+            .all(|b| b.resumed && b.status == "completed")
+    );
+    assert_eq!(report.vectors_written, report.cache_misses);
+    assert!(listed_batches(&h.store).await.is_empty());
+}
+
+#[tokio::test]
+async fn batches_that_fail_or_expire_are_named_and_their_inputs_go_in_the_next_run() {
+    let h = chunked_stdlib().await;
+    let fake = FakeVoyage::start(FakeConfig::default()).await.unwrap();
+    for (n, status) in ["failed", "expired"].into_iter().enumerate() {
+        fake.end_next_batch(status);
+        let err = batch_backfill(&h, &fake, 100_000).await.unwrap_err();
+        let WorkerError::Batch(msg) = &err else {
+            panic!("{err}")
+        };
+        let id = format!("batch-{}", 2 * n + 2);
+        assert!(
+            msg.contains(&format!("Voyage batch {id} ended {status}")),
+            "{msg}"
+        );
+        assert!(
+            msg.contains("run `trawl embed --all --batch` again"),
+            "{msg}"
+        );
+        assert!(vectors(&h.store).await.is_empty());
+        assert!(
+            listed_batches(&h.store).await.is_empty(),
+            "not resumed again"
+        );
+    }
+    let report = batch_backfill(&h, &fake, 100_000).await.unwrap().embed;
+    assert_eq!(fake.stats().batches_created, 3);
+    assert_eq!(report.failed_inputs, 0);
+    assert_every_chunk_has_its_vector(&h.store).await;
+}
+
+#[tokio::test]
+async fn inputs_a_batch_refuses_are_reported_and_left_for_the_next_run_and_an_upload_5xx_is_retried()
+ {
+    let h = Harness::new().with_inproc_bus();
+    let src = SourceRepo::new();
+    let mut files = stdlib_json();
+    files.push((
+        "bad/poisoned.py".into(),
+        file("def poisoned_helper():\n    return 'POISON marker'\n"),
+    ));
+    commit(&src, &files);
+    fetch_and_chunk(&h, &[&src]).await;
+    let fake = FakeVoyage::start(FakeConfig {
+        poison: Some("POISON".into()),
+        ..FakeConfig::default()
+    })
+    .await
+    .unwrap();
+    let poisoned: std::collections::HashSet<ContentHash> = all_chunks(&h.store)
+        .await
+        .iter()
+        .filter(|c| c.indexed_text().contains("POISON"))
+        .map(|c| c.content_hash)
+        .collect();
+    assert!(!poisoned.is_empty());
+    // The first request, the upload, fails with a 503.
+    fake.fail_next(503, None);
+    let report = batch_backfill(&h, &fake, 100_000).await.unwrap().embed;
+    let s = fake.stats();
+    assert_eq!(s.outcomes.get("injected-503"), Some(&1));
+    assert_eq!((s.files_uploaded, s.batches_created), (1, 1));
+    assert_eq!(report.retries.get("5xx"), Some(&1));
+    assert_eq!(report.failed_inputs as usize, poisoned.len());
+    assert_eq!(report.batches[0].failed as usize, poisoned.len());
+    let got = vectors(&h.store).await;
+    assert_eq!(got.len() as u64, report.cache_misses - report.failed_inputs);
+    assert!(poisoned.iter().all(|h| !got.contains_key(h)));
+
+    // The next run sends exactly the inputs left over.
+    fake.configure(|c| c.poison = None);
+    let next = batch_backfill(&h, &fake, 100_000).await.unwrap().embed;
+    assert_eq!(next.cache_misses as usize, poisoned.len());
+    assert_eq!(next.failed_inputs, 0);
+    assert_every_chunk_has_its_vector(&h.store).await;
+}
+
+#[test]
+fn trawl_embed_dry_run_prices_both_modes_and_batch_needs_voyage() {
+    let work = tempfile::tempdir().unwrap();
+    let out = crate::search::trawl(work.path())
+        .args(["embed", "--all", "--dry-run", "--embedder", "hash"])
+        .output()
+        .unwrap();
+    let stdout = crate::search::ok(&out);
+    assert!(
+        stdout.contains("through the Batch API (--batch)"),
+        "{stdout}"
+    );
+    let out = crate::search::trawl(work.path())
+        .args(["embed", "--all", "--batch", "--embedder", "hash"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(stderr.contains("add --embedder voyage"), "{stderr}");
 }

@@ -28,7 +28,18 @@ pub struct Args {
     #[arg(long)]
     all: bool,
 
-    /// Report the chunks, tokens and cost that `--all` would send, and send nothing.
+    /// With `--all`: go through the Voyage Batch API instead of the embeddings endpoint — a
+    /// third cheaper (`embed.batch_price_per_mtok`), finished within 12 hours. The inputs are
+    /// uploaded as batch jobs, polled until they end, and their vectors written as the
+    /// synchronous path writes them (same cache, same dedupe, same run report). The job ids are
+    /// kept in the store: after a crash or Ctrl-C, run the same command again to resume
+    /// waiting for them instead of paying twice. For backfills and model changes; needs
+    /// `--embedder voyage`.
+    #[arg(long, requires = "all")]
+    batch: bool,
+
+    /// Report the chunks, tokens and cost that `--all` would send — at the synchronous and at
+    /// the Batch API price — and send nothing.
     #[arg(long)]
     dry_run: bool,
 
@@ -107,13 +118,30 @@ pub async fn run(cfg: &Config, args: Args) -> anyhow::Result<ExitCode> {
         .context("cannot start the embedder")?;
     let name = opts.embedder.clone();
     let backfill = args.all || args.dry_run;
+    let batches = if args.batch && !args.dry_run {
+        if name != EmbedderKind::Voyage.to_string() {
+            anyhow::bail!(
+                "--batch uses the Voyage Batch API: add --embedder voyage (the {name} embedder \
+                 runs here, there is nothing to batch)"
+            );
+        }
+        Some(Arc::new(
+            trawl_embed::batches_from_config(&cfg.embed)
+                .context("cannot start the Voyage Batch API client")?,
+        ))
+    } else {
+        None
+    };
     let bus = if backfill {
         None
     } else {
         Some(trawl_core::bus::from_config(&cfg.bus, &store)?)
     };
     let (trigger, shutdown) = trawl_core::shutdown::channel();
-    let worker = EmbedWorker::new(store, bus, embedder, opts).with_shutdown(shutdown);
+    let mut worker = EmbedWorker::new(store, bus, embedder, opts).with_shutdown(shutdown);
+    if let Some(b) = batches {
+        worker = worker.with_batches(b);
+    }
     let ops = if backfill {
         crate::ops::Ops::start("", "embed-worker", String::new).await?
     } else {
@@ -122,7 +150,9 @@ pub async fn run(cfg: &Config, args: Args) -> anyhow::Result<ExitCode> {
     };
     eprintln!(
         "embed: {} into {} with the {} embedder",
-        if backfill {
+        if args.batch && !args.dry_run {
+            "every chunk in the store, through the Voyage Batch API,"
+        } else if backfill {
             "every chunk in the store"
         } else {
             "chunk parts from the bus"
@@ -157,11 +187,13 @@ pub async fn run(cfg: &Config, args: Args) -> anyhow::Result<ExitCode> {
     } else {
         print_summary(&report.embed, &report.run.to_string());
     }
-    Ok(if report.embed.dead_lettered > 0 {
-        ExitCode::from(3)
-    } else {
-        ExitCode::SUCCESS
-    })
+    Ok(
+        if report.embed.dead_lettered > 0 || report.embed.failed_inputs > 0 {
+            ExitCode::from(3)
+        } else {
+            ExitCode::SUCCESS
+        },
+    )
 }
 
 fn print_summary(r: &EmbedReport, run: &str) {
@@ -190,10 +222,41 @@ fn print_summary(r: &EmbedReport, run: &str) {
         r.dead_lettered,
         r.redelivered
     );
-    println!(
-        "  estimated cost ${:.4} at ${}/1M tokens · {:.1} s · model {} ({} dims, {})",
-        r.estimated_cost_usd, r.price_per_mtok, r.seconds, r.model, r.dims, r.dtype
-    );
+    if r.dry_run {
+        println!(
+            "  estimated cost ${:.4} at ${}/1M tokens, or ${:.4} through the Batch API (--batch) \
+             at ${}/1M · {:.1} s · model {} ({} dims, {})",
+            r.estimated_cost_sync_usd,
+            r.price_per_mtok,
+            r.estimated_cost_batch_usd,
+            r.batch_price_per_mtok,
+            r.seconds,
+            r.model,
+            r.dims,
+            r.dtype
+        );
+    } else {
+        let price = if r.mode == "batch" {
+            r.batch_price_per_mtok
+        } else {
+            r.price_per_mtok
+        };
+        println!(
+            "  estimated cost ${:.4} at ${price}/1M tokens ({}) · {:.1} s · model {} ({} dims, {})",
+            r.estimated_cost_usd, r.mode, r.seconds, r.model, r.dims, r.dtype
+        );
+    }
+    for b in &r.batches {
+        println!(
+            "  batch {} {}{}: {} inputs, {} embedded, {} left for the next run",
+            b.id,
+            b.status,
+            if b.resumed { " (resumed)" } else { "" },
+            b.inputs,
+            b.embedded,
+            b.failed
+        );
+    }
     if !r.dry_run {
         println!("  report: runs/{run}.json");
     }

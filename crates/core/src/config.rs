@@ -362,6 +362,18 @@ pub struct EmbedConfig {
     pub timeout_secs: u64,
     /// Price in US dollars per million tokens, for the run report's estimated cost.
     pub price_per_mtok: f64,
+    /// Price in US dollars per million tokens through the Voyage Batch API (`trawl embed --all
+    /// --batch`; a third below the synchronous price), for the report and `--dry-run`.
+    pub batch_price_per_mtok: f64,
+    /// Most inputs in one Batch API job (Voyage: 100K); more are split into several jobs.
+    pub batch_max_inputs: usize,
+    /// Largest input file of one Batch API job, in bytes (Voyage: 1 GB).
+    pub batch_max_file_bytes: u64,
+    /// Milliseconds before the first poll of running batch jobs; doubled after every round of
+    /// polls, up to `batch_max_poll_ms`.
+    pub batch_poll_ms: u64,
+    /// The longest wait between two rounds of polls, in milliseconds.
+    pub batch_max_poll_ms: u64,
     /// Milliseconds a partly filled batch waits for more chunks before it is sent.
     pub linger_ms: u64,
     /// The local model's directory (sentence-transformers layout: `config.json`,
@@ -396,6 +408,11 @@ impl Default for EmbedConfig {
             max_retries: 8,
             timeout_secs: 60,
             price_per_mtok: 0.18,
+            batch_price_per_mtok: 0.12,
+            batch_max_inputs: 100_000,
+            batch_max_file_bytes: 1_000_000_000,
+            batch_poll_ms: 30_000,
+            batch_max_poll_ms: 600_000,
             linger_ms: 200,
             model_dir: PathBuf::new(),
             local_batch: 8,

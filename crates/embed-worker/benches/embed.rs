@@ -106,6 +106,7 @@ async fn pacing(seconds: u64) {
             linger: Duration::from_millis(100),
             concurrency: 4,
             price_per_mtok: 0.18,
+            batch_price_per_mtok: 0.12,
             dry_run: false,
             embedder: "voyage".into(),
         },

@@ -41,6 +41,11 @@ pub fn from_config(
         } else {
             0.0
         },
+        batch_price_per_mtok: if kind == EmbedderKind::Voyage {
+            cfg.batch_price_per_mtok
+        } else {
+            0.0
+        },
         dry_run,
         embedder: kind.to_string(),
     };

@@ -34,6 +34,8 @@ use trawl_core::records::{
 use trawl_core::shutdown::Shutdown;
 use trawl_core::store::{Store, keys};
 
+mod batch;
+
 use trawl_embed::embedder::{
     EmbedError, Embedder, InputType, Outcome, Vector, batches, embed_isolating, fit,
 };
@@ -67,6 +69,8 @@ pub struct Options {
     pub concurrency: usize,
     /// US dollars per million tokens, for the report.
     pub price_per_mtok: f64,
+    /// US dollars per million tokens through the Batch API, for the report.
+    pub batch_price_per_mtok: f64,
     /// Count, do not call (backfill only).
     pub dry_run: bool,
     /// The embedder's name in the report (`voyage`, `local`, `hash`).
@@ -79,6 +83,7 @@ impl Default for Options {
             linger: Duration::from_millis(200),
             concurrency: 4,
             price_per_mtok: 0.0,
+            batch_price_per_mtok: 0.0,
             dry_run: false,
             embedder: String::new(),
         }
@@ -92,6 +97,10 @@ pub enum WorkerError {
     /// dtype): fix it and run again. Nothing was acknowledged.
     #[error(transparent)]
     Auth(EmbedError),
+    /// A Batch API call failed after its retries, or batches ended without results (failed,
+    /// expired, cancelled): the message names each batch and what to do.
+    #[error("{0}")]
+    Batch(String),
     #[error(transparent)]
     Core(#[from] trawl_core::Error),
 }
@@ -169,6 +178,8 @@ pub struct Metrics {
     pub dead_lettered: AtomicU64,
     pub truncated: AtomicU64,
     pub redelivered: AtomicU64,
+    /// Inputs a batch returned an error for: left for the next run.
+    pub failed_inputs: AtomicU64,
 }
 
 /// The `embed` object of the run report.
@@ -203,6 +214,29 @@ pub struct EmbedReport {
     pub price_per_mtok: f64,
     pub estimated_cost_usd: f64,
     pub seconds: f64,
+    /// `sync` (the embeddings endpoint) or `batch` (the Batch API, `--batch`).
+    pub mode: String,
+    pub batch_price_per_mtok: f64,
+    /// The same tokens at the synchronous and at the Batch API price.
+    pub estimated_cost_sync_usd: f64,
+    pub estimated_cost_batch_usd: f64,
+    /// Inputs a batch returned an error for, left for the next run (batch mode).
+    pub failed_inputs: u64,
+    /// The batches this run waited for (batch mode).
+    pub batches: Vec<BatchReport>,
+}
+
+/// One Batch API job in the run report.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct BatchReport {
+    pub id: String,
+    /// Its terminal status: `completed`, `failed`, `expired` or `cancelled`.
+    pub status: String,
+    pub inputs: u64,
+    pub embedded: u64,
+    pub failed: u64,
+    /// Submitted by an earlier run that stopped before it ended.
+    pub resumed: bool,
 }
 
 /// `runs/<run_id>.json` of an embed run.
@@ -271,6 +305,9 @@ struct Inner {
 pub struct EmbedWorker {
     inner: Arc<Inner>,
     shutdown: Shutdown,
+    /// The Batch API, when backfills go through it (`--batch`).
+    batches: Option<Arc<trawl_embed::batch::VoyageBatches>>,
+    batch_log: Mutex<Vec<BatchReport>>,
 }
 
 impl EmbedWorker {
@@ -292,7 +329,17 @@ impl EmbedWorker {
                 run: RunId::new(),
             }),
             shutdown: Shutdown::never(),
+            batches: None,
+            batch_log: Mutex::default(),
         }
+    }
+
+    /// Backfills go through the Voyage Batch API (see [`batch`]): a third cheaper, finished
+    /// within 12 hours. The embedder still names the space and cuts the inputs.
+    #[must_use]
+    pub fn with_batches(mut self, batches: Arc<trawl_embed::batch::VoyageBatches>) -> Self {
+        self.batches = Some(batches);
+        self
     }
 
     /// Stops when `shutdown` is requested: no new event is taken, the chunks gathered are
@@ -369,16 +416,14 @@ impl EmbedWorker {
         &self,
         progress: &(dyn Fn(u64, u64) + Sync),
     ) -> Result<RunReport, WorkerError> {
+        if let Some(batches) = &self.batches
+            && !self.inner.opts.dry_run
+        {
+            return self.backfill_batch(batches.clone(), progress).await;
+        }
         let started = Instant::now();
         self.inner.cache.refresh().await?;
-        let parts: Vec<String> = self
-            .inner
-            .store
-            .list("chunks/")
-            .await?
-            .into_iter()
-            .filter(|k| k.ends_with(".parquet"))
-            .collect();
+        let parts = self.inner.chunk_parts().await?;
         let mut flows = Flows::new(self.inner.clone());
         for (i, key) in parts.iter().enumerate() {
             progress(i as u64, parts.len() as u64);
@@ -406,7 +451,15 @@ impl EmbedWorker {
     async fn report(&self, started: Instant) -> Result<RunReport, WorkerError> {
         let i = &self.inner;
         let m = &i.metrics;
-        let c = i.embedder.counters();
+        let mut c = i.embedder.counters();
+        if let Some(b) = &self.batches {
+            let bc = b.counters();
+            c.http_requests += bc.http_requests;
+            for (k, v) in bc.retries {
+                *c.retries.entry(k).or_default() += v;
+            }
+        }
+        let batch_mode = self.batches.is_some() && !i.opts.dry_run;
         let get = |a: &AtomicU64| a.load(Ordering::Relaxed);
         let (hits, misses) = (get(&m.cache_hits), get(&m.cache_misses));
         let tokens = get(&m.tokens_sent);
@@ -445,8 +498,19 @@ impl EmbedWorker {
                 truncated: get(&m.truncated) + c.truncated,
                 redelivered: get(&m.redelivered),
                 price_per_mtok: i.opts.price_per_mtok,
-                estimated_cost_usd: tokens as f64 / 1e6 * i.opts.price_per_mtok,
+                estimated_cost_usd: tokens as f64 / 1e6
+                    * if batch_mode {
+                        i.opts.batch_price_per_mtok
+                    } else {
+                        i.opts.price_per_mtok
+                    },
                 seconds: started.elapsed().as_secs_f64(),
+                mode: if batch_mode { "batch" } else { "sync" }.into(),
+                batch_price_per_mtok: i.opts.batch_price_per_mtok,
+                estimated_cost_sync_usd: tokens as f64 / 1e6 * i.opts.price_per_mtok,
+                estimated_cost_batch_usd: tokens as f64 / 1e6 * i.opts.batch_price_per_mtok,
+                failed_inputs: get(&m.failed_inputs),
+                batches: lock(&self.batch_log).clone(),
             },
         };
         if !i.opts.dry_run {
@@ -723,6 +787,46 @@ impl Inner {
         result
     }
 
+    /// Every chunk part in the store.
+    async fn chunk_parts(&self) -> Result<Vec<String>, trawl_core::Error> {
+        Ok(self
+            .store
+            .list("chunks/")
+            .await?
+            .into_iter()
+            .filter(|k| k.ends_with(".parquet"))
+            .collect())
+    }
+
+    /// Writes `rows` as one embedding part of `space` (sorted, named by its content hashes)
+    /// and adds them to the cache; `None` when there are none.
+    async fn write_part(
+        &self,
+        space: &trawl_embed::Space,
+        mut rows: Vec<EmbeddingRecord>,
+    ) -> Result<Option<String>, EmbedError> {
+        let store_err = |e: trawl_core::Error| EmbedError::Exhausted {
+            attempts: 1,
+            last: e.to_string(),
+        };
+        if rows.is_empty() {
+            return Ok(None);
+        }
+        rows.sort_by_key(|r| r.content_hash);
+        let hashes: Vec<ContentHash> = rows.iter().map(|r| r.content_hash).collect();
+        let key = keys::embedding_part(&space.key(), &hashes);
+        let parquet = records::to_parquet(&rows).map_err(store_err)?;
+        self.metrics
+            .parquet_bytes
+            .fetch_add(parquet.len() as u64, Ordering::Relaxed);
+        self.store.put(&key, parquet).await.map_err(store_err)?;
+        self.metrics
+            .vectors_written
+            .fetch_add(rows.len() as u64, Ordering::Relaxed);
+        self.cache.add(Some(&key), hashes);
+        Ok(Some(key))
+    }
+
     async fn try_flush(&self, p: &Pending) -> Result<(), EmbedError> {
         let store_err = |e: trawl_core::Error| EmbedError::Exhausted {
             attempts: 1,
@@ -764,42 +868,11 @@ impl Inner {
         let mut refused = Vec::new();
         for (i, o) in outcomes.into_iter().enumerate() {
             match o.expect("every input has an outcome") {
-                Ok(v) => {
-                    let (vector, vector_bytes) = match v {
-                        Vector::Float(f) => (Some(f), None),
-                        Vector::Bytes(b) => (None, Some(b)),
-                    };
-                    rows.push(EmbeddingRecord {
-                        schema_version: EMBEDDING_VERSION,
-                        content_hash: p.hashes[i],
-                        model: space.model.clone(),
-                        dims: space.dims,
-                        dtype: space.dtype.to_string(),
-                        vector,
-                        vector_bytes,
-                        tokens: p.tokens[i] as u32,
-                    });
-                }
+                Ok(v) => rows.push(record(&space, p.hashes[i], v, p.tokens[i])),
                 Err(why) => refused.push((i, why)),
             }
         }
-        rows.sort_by_key(|r| r.content_hash);
-        let key = if rows.is_empty() {
-            None
-        } else {
-            let hashes: Vec<ContentHash> = rows.iter().map(|r| r.content_hash).collect();
-            let key = keys::embedding_part(&space.key(), &hashes);
-            let parquet = records::to_parquet(&rows).map_err(store_err)?;
-            self.metrics
-                .parquet_bytes
-                .fetch_add(parquet.len() as u64, Ordering::Relaxed);
-            self.store.put(&key, parquet).await.map_err(store_err)?;
-            self.metrics
-                .vectors_written
-                .fetch_add(rows.len() as u64, Ordering::Relaxed);
-            self.cache.add(Some(&key), hashes);
-            Some(key)
-        };
+        let key = self.write_part(&space, rows).await?;
 
         // Refused inputs: one dead letter each, counted against the job that owns them.
         let mut owner = HashMap::new();
@@ -861,5 +934,28 @@ impl Inner {
                 .map_err(store_err)?;
         }
         Ok(())
+    }
+}
+
+/// The row of one vector, as every embedding part holds it.
+fn record(
+    space: &trawl_embed::Space,
+    content_hash: ContentHash,
+    v: Vector,
+    tokens: u64,
+) -> EmbeddingRecord {
+    let (vector, vector_bytes) = match v {
+        Vector::Float(f) => (Some(f), None),
+        Vector::Bytes(b) => (None, Some(b)),
+    };
+    EmbeddingRecord {
+        schema_version: EMBEDDING_VERSION,
+        content_hash,
+        model: space.model.clone(),
+        dims: space.dims,
+        dtype: space.dtype.to_string(),
+        vector,
+        vector_bytes,
+        tokens: tokens as u32,
     }
 }

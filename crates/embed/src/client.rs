@@ -177,11 +177,45 @@ impl VoyageClient {
         path: &str,
         body: &serde_json::Value,
     ) -> Result<bytes::Bytes, VoyageError> {
+        self.call(path, |http, url| http.post(url).json(body)).await
+    }
+
+    /// `GET {base_url}/{path}`; the body of the first 2xx answer.
+    pub async fn get(&self, path: &str) -> Result<bytes::Bytes, VoyageError> {
+        self.call(path, |http, url| http.get(url)).await
+    }
+
+    /// `POST {base_url}/{path}` with a `multipart/form-data` body: the text `fields`, then one
+    /// file part named `file` holding `content` (sent as `filename`); the body of the first
+    /// 2xx answer.
+    pub async fn post_file(
+        &self,
+        path: &str,
+        fields: &[(&str, &str)],
+        filename: &str,
+        content: &bytes::Bytes,
+    ) -> Result<bytes::Bytes, VoyageError> {
+        let (content_type, body) = multipart(fields, filename, content);
+        self.call(path, |http, url| {
+            http.post(url)
+                .header(reqwest::header::CONTENT_TYPE, &content_type)
+                .body(body.clone())
+        })
+        .await
+    }
+
+    /// Sends the request `build` makes for `{base_url}/{path}` (the key is added here) under
+    /// the request limiter and the retry policy.
+    async fn call(
+        &self,
+        path: &str,
+        build: impl Fn(&reqwest::Client, &str) -> reqwest::RequestBuilder,
+    ) -> Result<bytes::Bytes, VoyageError> {
         let url = format!("{}/{}", self.base_url, path.trim_start_matches('/'));
         let attempts = AtomicU32::new(0);
         let attempt = || async {
             attempts.fetch_add(1, Ordering::Relaxed);
-            self.attempt(&url, body).await
+            self.attempt(build(&self.http, &url)).await
         };
         let result = attempt
             .retry(self.policy)
@@ -215,16 +249,10 @@ impl VoyageClient {
         })
     }
 
-    async fn attempt(&self, url: &str, body: &serde_json::Value) -> Result<bytes::Bytes, Failure> {
+    async fn attempt(&self, request: reqwest::RequestBuilder) -> Result<bytes::Bytes, Failure> {
         self.requests.until_ready().await;
         self.http_requests.fetch_add(1, Ordering::Relaxed);
-        let sent = self
-            .http
-            .post(url)
-            .bearer_auth(self.api_key.expose())
-            .json(body)
-            .send()
-            .await;
+        let sent = request.bearer_auth(self.api_key.expose()).send().await;
         let failure = match sent {
             Ok(resp) => {
                 let status = resp.status().as_u16();
@@ -273,6 +301,41 @@ fn transport(e: &reqwest::Error) -> Failure {
         after: None,
         last: e.to_string(),
     }
+}
+
+/// A `multipart/form-data` body: its content type (with the boundary) and its bytes. The
+/// boundary is random and checked against the content, so no part can end early.
+fn multipart(fields: &[(&str, &str)], filename: &str, content: &[u8]) -> (String, bytes::Bytes) {
+    use rand::Rng;
+    let boundary = loop {
+        let b = format!("trawl-{:032x}", rand::rng().random::<u128>());
+        let found = content.windows(b.len()).any(|w| w == b.as_bytes());
+        if !found {
+            break b;
+        }
+    };
+    let mut body = Vec::with_capacity(content.len() + 512);
+    for (name, value) in fields {
+        body.extend_from_slice(
+            format!(
+                "--{boundary}\r\nContent-Disposition: form-data; name=\"{name}\"\r\n\r\n{value}\r\n"
+            )
+            .as_bytes(),
+        );
+    }
+    body.extend_from_slice(
+        format!(
+            "--{boundary}\r\nContent-Disposition: form-data; name=\"file\"; filename=\"{filename}\"\r\n\
+             Content-Type: application/jsonl\r\n\r\n"
+        )
+        .as_bytes(),
+    );
+    body.extend_from_slice(content);
+    body.extend_from_slice(format!("\r\n--{boundary}--\r\n").as_bytes());
+    (
+        format!("multipart/form-data; boundary={boundary}"),
+        body.into(),
+    )
 }
 
 /// `Retry-After` in seconds (the HTTP-date form is not used by Voyage).

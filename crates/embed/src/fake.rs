@@ -15,6 +15,13 @@
 //! - Inputs containing [`FakeConfig::poison`] are refused with 400, to test isolation.
 //! - Its tokenizer is a stand-in: `ceil(bytes / 4)` per input, which the client's estimate
 //!   (`bytes / 3`) overcounts, as with real code.
+//! - The Batch API: `POST /v1/files` (multipart, `purpose=batch`), `POST /v1/batches`
+//!   (`/v1/embeddings`, `12h`, `request_params` checked like a request's), `GET
+//!   /v1/batches/{id}` (answers `validating`, then `in_progress`, for
+//!   [`FakeConfig::batch_polls`] polls each, then `completed` — or what
+//!   [`FakeVoyage::end_next_batch`] queued), `GET /v1/files/{id}/content`. A completed batch's
+//!   lines are embedded as requests of one input are; refused lines (e.g. poisoned) go to the
+//!   error file with their 400. They share the key check and the faults, not the rate window.
 //! - Vectors are the [`crate::hash::HashEmbedder`] vector of the input text at the requested
 //!   dimension, quantised to the requested dtype, so a test can check that each vector
 //!   belongs to its text.
@@ -56,6 +63,10 @@ pub struct FakeConfig {
     pub seed: u64,
     /// The rate window (60 s, as Voyage states its limits; shorter in tests).
     pub window: Duration,
+    /// Polls a batch answers in each of `validating` and `in_progress` before it ends.
+    pub batch_polls: u32,
+    /// Most input lines in one batch (Voyage: 100K).
+    pub batch_max_inputs: usize,
 }
 
 impl Default for FakeConfig {
@@ -75,6 +86,8 @@ impl Default for FakeConfig {
             poison: None,
             seed: 7,
             window: Duration::from_secs(60),
+            batch_polls: 1,
+            batch_max_inputs: 100_000,
         }
     }
 }
@@ -102,6 +115,10 @@ pub struct FakeStats {
     /// When the first and last request was accepted.
     pub first_accept: Option<Instant>,
     pub last_accept: Option<Instant>,
+    /// Batch API: files uploaded, batches created, polls of a batch's status.
+    pub files_uploaded: u64,
+    pub batches_created: u64,
+    pub batch_polls: u64,
 }
 
 struct Inner {
@@ -111,6 +128,23 @@ struct Inner {
     rng: rand::rngs::StdRng,
     /// Answers for the next requests, before anything else: status and `Retry-After` seconds.
     script: VecDeque<(StatusCode, Option<u64>)>,
+    /// Batch API: uploaded files by id, batches by id, the last id handed out, and the
+    /// terminal statuses the next batches end with instead of `completed`.
+    files: HashMap<String, bytes::Bytes>,
+    batches: HashMap<String, FakeBatch>,
+    ids: u64,
+    batch_ends: VecDeque<String>,
+}
+
+/// A batch of the fake's Batch API.
+struct FakeBatch {
+    input_file_id: String,
+    params: serde_json::Value,
+    polls: u32,
+    status: String,
+    output_file_id: Option<String>,
+    error_file_id: Option<String>,
+    errors: Option<serde_json::Value>,
 }
 
 /// A running fake; stops when dropped.
@@ -148,10 +182,18 @@ impl FakeVoyage {
             stats: FakeStats::default(),
             window: VecDeque::new(),
             script: VecDeque::new(),
+            files: HashMap::new(),
+            batches: HashMap::new(),
+            ids: 0,
+            batch_ends: VecDeque::new(),
         }));
         let app = axum::Router::new()
             .route("/v1/embeddings", axum::routing::post(handle))
             .route("/v1/rerank", axum::routing::post(rerank))
+            .route("/v1/files", axum::routing::post(upload))
+            .route("/v1/files/{id}/content", axum::routing::get(file_content))
+            .route("/v1/batches", axum::routing::post(create_batch))
+            .route("/v1/batches/{id}", axum::routing::get(poll_batch))
             .with_state(inner.clone());
         let task = tokio::spawn(async move {
             let _ = axum::serve(listener, app).await;
@@ -174,6 +216,12 @@ impl FakeVoyage {
     pub fn fail_next(&self, status: u16, retry_after_secs: Option<u64>) {
         let status = StatusCode::from_u16(status).expect("an HTTP status");
         self.lock().script.push_back((status, retry_after_secs));
+    }
+
+    /// The next batch created (after those already queued) ends with `status` (`failed`,
+    /// `expired` or `cancelled`) instead of `completed`, with no output.
+    pub fn end_next_batch(&self, status: &str) {
+        self.lock().batch_ends.push_back(status.to_owned());
     }
 
     /// Changes the behaviour of a running fake (faults, limits, key).
@@ -436,78 +484,19 @@ async fn handle(
             return detail(StatusCode::BAD_REQUEST, format!("invalid JSON body: {e}"));
         }
     };
-    let bad = |msg: String| {
-        bump(&mut lock().stats, "400");
-        detail(StatusCode::BAD_REQUEST, msg)
-    };
-    let inputs: Vec<String> = match &req["input"] {
-        serde_json::Value::String(s) => vec![s.clone()],
-        serde_json::Value::Array(a) => {
-            let Some(v) = a
-                .iter()
-                .map(|x| x.as_str().map(str::to_owned))
-                .collect::<Option<Vec<_>>>()
-            else {
-                return bad("input must be a string or a list of strings".into());
-            };
-            v
+    let Request {
+        inputs,
+        input_type,
+        dims,
+        dtype,
+        total,
+    } = match check(&cfg, &req) {
+        Ok(r) => r,
+        Err(msg) => {
+            bump(&mut lock().stats, "400");
+            return detail(StatusCode::BAD_REQUEST, msg);
         }
-        _ => return bad("input must be a string or a list of strings".into()),
     };
-    if req["model"] != "voyage-code-3" {
-        return bad(format!("Model {} is not supported.", req["model"]));
-    }
-    let input_type = match &req["input_type"] {
-        serde_json::Value::Null => "null".to_owned(),
-        serde_json::Value::String(s) if s == "query" || s == "document" => s.clone(),
-        other => return bad(format!("input_type {other} is not supported")),
-    };
-    let dims = req["output_dimension"].as_u64().unwrap_or(1024) as u32;
-    if ![256, 512, 1024, 2048].contains(&dims) {
-        return bad(format!("output_dimension {dims} is not supported"));
-    }
-    let dtype = match req["output_dtype"].as_str().unwrap_or("float") {
-        "float" => Dtype::Float,
-        "int8" => Dtype::Int8,
-        "uint8" => Dtype::Uint8,
-        "binary" => Dtype::Binary,
-        "ubinary" => Dtype::Ubinary,
-        other => return bad(format!("output_dtype {other} is not supported")),
-    };
-    if inputs.is_empty() {
-        return bad("input must not be empty".into());
-    }
-    if inputs.len() > cfg.max_inputs {
-        return bad(format!(
-            "The batch size limit is {}. Your batch size is {}.",
-            cfg.max_inputs,
-            inputs.len()
-        ));
-    }
-    let truncation = req["truncation"].as_bool().unwrap_or(true);
-    let mut total = 0;
-    for (i, t) in inputs.iter().enumerate() {
-        let n = fake_tokens(t);
-        if n > cfg.context_tokens && !truncation {
-            return bad(format!(
-                "Input {i} has {n} tokens, over the context length {}.",
-                cfg.context_tokens
-            ));
-        }
-        total += n.min(cfg.context_tokens);
-        if let Some(p) = &cfg.poison
-            && t.contains(p.as_str())
-        {
-            return bad(format!("Input {i} contains invalid content."));
-        }
-    }
-    if total > cfg.max_request_tokens {
-        return bad(format!(
-            "Request to model 'voyage-code-3' failed. The max allowed tokens per submitted \
-             batch is {}. Your batch has {total} tokens after truncation.",
-            cfg.max_request_tokens
-        ));
-    }
 
     // The rate window: accept only if both budgets hold over the last 60 seconds.
     {
@@ -527,30 +516,7 @@ async fn handle(
         }
     }
 
-    let data: Vec<serde_json::Value> = inputs
-        .iter()
-        .enumerate()
-        .map(|(i, t)| {
-            let embedding = match fake_vector(t, dims, dtype) {
-                Vector::Float(f) => serde_json::json!(f),
-                Vector::Bytes(b) => match dtype {
-                    Dtype::Int8 | Dtype::Binary => {
-                        serde_json::json!(b.iter().map(|x| *x as i8).collect::<Vec<_>>())
-                    }
-                    _ => serde_json::json!(b),
-                },
-            };
-            serde_json::json!({"object": "embedding", "embedding": embedding, "index": i})
-        })
-        .rev() // match by index, not by position
-        .collect();
-    let json = serde_json::to_vec(&serde_json::json!({
-        "object": "list",
-        "data": data,
-        "model": "voyage-code-3",
-        "usage": {"total_tokens": total},
-    }))
-    .expect("serialisable");
+    let json = serde_json::to_vec(&answer(&inputs, dims, dtype, total)).expect("serialisable");
 
     if matches!(fault, Fault::Drop) {
         bump(&mut lock().stats, "dropped");
@@ -572,4 +538,386 @@ async fn handle(
         .header(header::CONTENT_TYPE, "application/json")
         .body(Body::from(json))
         .expect("a valid response")
+}
+
+/// An embeddings request the fake accepts.
+struct Request {
+    inputs: Vec<String>,
+    input_type: String,
+    dims: u32,
+    dtype: Dtype,
+    /// Tokens after truncation.
+    total: u64,
+}
+
+/// Checks an embeddings request as the real API does: the refusal's message, or the request.
+fn check(cfg: &FakeConfig, req: &serde_json::Value) -> Result<Request, String> {
+    let inputs: Vec<String> = match &req["input"] {
+        serde_json::Value::String(s) => vec![s.clone()],
+        serde_json::Value::Array(a) => a
+            .iter()
+            .map(|x| x.as_str().map(str::to_owned))
+            .collect::<Option<Vec<_>>>()
+            .ok_or("input must be a string or a list of strings")?,
+        _ => return Err("input must be a string or a list of strings".into()),
+    };
+    let (input_type, dims, dtype) = check_params(req)?;
+    if inputs.is_empty() {
+        return Err("input must not be empty".into());
+    }
+    if inputs.len() > cfg.max_inputs {
+        return Err(format!(
+            "The batch size limit is {}. Your batch size is {}.",
+            cfg.max_inputs,
+            inputs.len()
+        ));
+    }
+    let truncation = req["truncation"].as_bool().unwrap_or(true);
+    let mut total = 0;
+    for (i, t) in inputs.iter().enumerate() {
+        let n = fake_tokens(t);
+        if n > cfg.context_tokens && !truncation {
+            return Err(format!(
+                "Input {i} has {n} tokens, over the context length {}.",
+                cfg.context_tokens
+            ));
+        }
+        total += n.min(cfg.context_tokens);
+        if let Some(p) = &cfg.poison
+            && t.contains(p.as_str())
+        {
+            return Err(format!("Input {i} contains invalid content."));
+        }
+    }
+    if total > cfg.max_request_tokens {
+        return Err(format!(
+            "Request to model 'voyage-code-3' failed. The max allowed tokens per submitted \
+             batch is {}. Your batch has {total} tokens after truncation.",
+            cfg.max_request_tokens
+        ));
+    }
+    Ok(Request {
+        inputs,
+        input_type,
+        dims,
+        dtype,
+        total,
+    })
+}
+
+/// The model, `input_type`, `output_dimension` and `output_dtype` of a request (or of a
+/// batch's `request_params`): the input type, dimension and dtype, or the refusal's message.
+fn check_params(req: &serde_json::Value) -> Result<(String, u32, Dtype), String> {
+    if req["model"] != "voyage-code-3" {
+        return Err(format!("Model {} is not supported.", req["model"]));
+    }
+    let input_type = match &req["input_type"] {
+        serde_json::Value::Null => "null".to_owned(),
+        serde_json::Value::String(s) if s == "query" || s == "document" => s.clone(),
+        other => return Err(format!("input_type {other} is not supported")),
+    };
+    let dims = req["output_dimension"].as_u64().unwrap_or(1024) as u32;
+    if ![256, 512, 1024, 2048].contains(&dims) {
+        return Err(format!("output_dimension {dims} is not supported"));
+    }
+    let dtype = match req["output_dtype"].as_str().unwrap_or("float") {
+        "float" => Dtype::Float,
+        "int8" => Dtype::Int8,
+        "uint8" => Dtype::Uint8,
+        "binary" => Dtype::Binary,
+        "ubinary" => Dtype::Ubinary,
+        other => return Err(format!("output_dtype {other} is not supported")),
+    };
+    Ok((input_type, dims, dtype))
+}
+
+/// The embeddings answer for `inputs`: their vectors, in reverse order (match by index, not by
+/// position).
+fn answer(inputs: &[String], dims: u32, dtype: Dtype, total: u64) -> serde_json::Value {
+    let data: Vec<serde_json::Value> = inputs
+        .iter()
+        .enumerate()
+        .map(|(i, t)| {
+            let embedding = match fake_vector(t, dims, dtype) {
+                Vector::Float(f) => serde_json::json!(f),
+                Vector::Bytes(b) => match dtype {
+                    Dtype::Int8 | Dtype::Binary => {
+                        serde_json::json!(b.iter().map(|x| *x as i8).collect::<Vec<_>>())
+                    }
+                    _ => serde_json::json!(b),
+                },
+            };
+            serde_json::json!({"object": "embedding", "embedding": embedding, "index": i})
+        })
+        .rev()
+        .collect();
+    serde_json::json!({
+        "object": "list",
+        "data": data,
+        "model": "voyage-code-3",
+        "usage": {"total_tokens": total},
+    })
+}
+
+/// The `file` part and the `purpose` field of a `multipart/form-data` body, or why it is not
+/// one.
+fn multipart_file(headers: &HeaderMap, body: &[u8]) -> Result<(bytes::Bytes, String), String> {
+    let ct = headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default();
+    let boundary = ct
+        .strip_prefix("multipart/form-data; boundary=")
+        .ok_or_else(|| format!("expected a multipart/form-data body, not {ct:?}"))?;
+    let delimiter = format!("--{boundary}");
+    let find = |hay: &[u8], needle: &[u8], from: usize| {
+        hay[from..]
+            .windows(needle.len())
+            .position(|w| w == needle)
+            .map(|p| p + from)
+    };
+    let mut file = None;
+    let mut purpose = String::new();
+    let mut at = find(body, delimiter.as_bytes(), 0).ok_or("no multipart boundary")?;
+    loop {
+        at += delimiter.len();
+        if body[at..].starts_with(b"--") {
+            break;
+        }
+        let head_end = find(body, b"\r\n\r\n", at).ok_or("a part without headers")?;
+        let head = String::from_utf8_lossy(&body[at..head_end]).into_owned();
+        let next = find(body, format!("\r\n{delimiter}").as_bytes(), head_end)
+            .ok_or("a part without an end")?;
+        let content = &body[head_end + 4..next];
+        if head.contains("name=\"file\"") {
+            file = Some(bytes::Bytes::copy_from_slice(content));
+        } else if head.contains("name=\"purpose\"") {
+            purpose = String::from_utf8_lossy(content).into_owned();
+        }
+        at = next + 2;
+    }
+    Ok((file.ok_or("no file part")?, purpose))
+}
+
+/// Faults, then the key check: the answer to give instead, if any.
+async fn refuse(inner: &Shared, headers: &HeaderMap) -> Option<Response> {
+    if let Err(resp) = fault(inner).await {
+        return Some(resp);
+    }
+    unauthorized(inner, headers)
+}
+
+/// `POST /v1/files`.
+async fn upload(
+    State(inner): State<Shared>,
+    headers: HeaderMap,
+    body: axum::body::Bytes,
+) -> Response {
+    if let Some(resp) = refuse(&inner, &headers).await {
+        return resp;
+    }
+    let (content, purpose) = match multipart_file(&headers, &body) {
+        Ok(f) => f,
+        Err(msg) => return detail(StatusCode::BAD_REQUEST, msg),
+    };
+    if purpose != "batch" {
+        return detail(
+            StatusCode::BAD_REQUEST,
+            format!("purpose {purpose:?} is not supported"),
+        );
+    }
+    let mut g = lock(&inner);
+    g.ids += 1;
+    let id = format!("file-{}", g.ids);
+    let size = content.len();
+    g.files.insert(id.clone(), content);
+    g.stats.files_uploaded += 1;
+    axum::Json(serde_json::json!({
+        "id": id, "object": "file", "bytes": size, "filename": "inputs.jsonl", "purpose": "batch",
+    }))
+    .into_response()
+}
+
+/// `GET /v1/files/{id}/content`.
+async fn file_content(
+    State(inner): State<Shared>,
+    axum::extract::Path(id): axum::extract::Path<String>,
+    headers: HeaderMap,
+) -> Response {
+    if let Some(resp) = refuse(&inner, &headers).await {
+        return resp;
+    }
+    match lock(&inner).files.get(&id) {
+        Some(b) => Response::builder()
+            .status(StatusCode::OK)
+            .header(header::CONTENT_TYPE, "application/jsonl")
+            .body(Body::from(b.clone()))
+            .expect("a valid response"),
+        None => detail(StatusCode::NOT_FOUND, format!("file {id} not found")),
+    }
+}
+
+fn batch_json(id: &str, b: &FakeBatch) -> serde_json::Value {
+    serde_json::json!({
+        "id": id,
+        "object": "batch",
+        "endpoint": "/v1/embeddings",
+        "input_file_id": b.input_file_id,
+        "completion_window": "12h",
+        "status": b.status,
+        "output_file_id": b.output_file_id,
+        "error_file_id": b.error_file_id,
+        "errors": b.errors,
+    })
+}
+
+/// `POST /v1/batches`.
+async fn create_batch(
+    State(inner): State<Shared>,
+    headers: HeaderMap,
+    body: axum::body::Bytes,
+) -> Response {
+    if let Some(resp) = refuse(&inner, &headers).await {
+        return resp;
+    }
+    let Ok(req) = serde_json::from_slice::<serde_json::Value>(&body) else {
+        return detail(StatusCode::BAD_REQUEST, "invalid JSON body");
+    };
+    if req["endpoint"] != "/v1/embeddings" || req["completion_window"] != "12h" {
+        return detail(
+            StatusCode::BAD_REQUEST,
+            format!(
+                "endpoint {} with completion_window {} is not supported",
+                req["endpoint"], req["completion_window"]
+            ),
+        );
+    }
+    if let Err(msg) = check_params(&req["request_params"]) {
+        return detail(StatusCode::BAD_REQUEST, msg);
+    }
+    let mut g = lock(&inner);
+    let file = req["input_file_id"].as_str().unwrap_or_default().to_owned();
+    let Some(lines) = g
+        .files
+        .get(&file)
+        .map(|f| f.split(|b| *b == b'\n').filter(|l| !l.is_empty()).count())
+    else {
+        return detail(
+            StatusCode::BAD_REQUEST,
+            format!("input file {file:?} not found"),
+        );
+    };
+    if lines > g.cfg.batch_max_inputs {
+        return detail(
+            StatusCode::BAD_REQUEST,
+            format!(
+                "A batch holds at most {} inputs; this file has {lines}.",
+                g.cfg.batch_max_inputs
+            ),
+        );
+    }
+    g.ids += 1;
+    let id = format!("batch-{}", g.ids);
+    let b = FakeBatch {
+        input_file_id: file,
+        params: req["request_params"].clone(),
+        polls: 0,
+        status: "validating".into(),
+        output_file_id: None,
+        error_file_id: None,
+        errors: None,
+    };
+    let json = batch_json(&id, &b);
+    g.batches.insert(id, b);
+    g.stats.batches_created += 1;
+    axum::Json(json).into_response()
+}
+
+/// `GET /v1/batches/{id}`: one step further along at each poll.
+async fn poll_batch(
+    State(inner): State<Shared>,
+    axum::extract::Path(id): axum::extract::Path<String>,
+    headers: HeaderMap,
+) -> Response {
+    if let Some(resp) = refuse(&inner, &headers).await {
+        return resp;
+    }
+    let mut g = lock(&inner);
+    g.stats.batch_polls += 1;
+    let polls = g.cfg.batch_polls;
+    let Some(b) = g.batches.get_mut(&id) else {
+        return detail(StatusCode::NOT_FOUND, format!("batch {id} not found"));
+    };
+    if b.status == "validating" || b.status == "in_progress" {
+        b.polls += 1;
+        if b.polls > 2 * polls {
+            finish(&mut g, &id);
+        } else if b.polls > polls {
+            b.status = "in_progress".into();
+        }
+    }
+    let b = &g.batches[&id];
+    axum::Json(batch_json(&id, b)).into_response()
+}
+
+/// Ends batch `id`: as queued by [`FakeVoyage::end_next_batch`], or completed, each line
+/// embedded as a request of its own.
+fn finish(g: &mut Inner, id: &str) {
+    if let Some(end) = g.batch_ends.pop_front() {
+        let b = g.batches.get_mut(id).expect("a known batch");
+        b.errors = Some(
+            serde_json::json!({"data": [{"code": end, "message": format!("the batch {end}")}]}),
+        );
+        b.status = end;
+        return;
+    }
+    let b = &g.batches[id];
+    let params = b.params.clone();
+    let input = g.files.get(&b.input_file_id).cloned().unwrap_or_default();
+    let (mut output, mut errors) = (Vec::new(), Vec::new());
+    for raw in input.split(|c| *c == b'\n').filter(|l| !l.is_empty()) {
+        let line: serde_json::Value = serde_json::from_slice(raw).unwrap_or_default();
+        let mut req = params.clone();
+        if let (Some(r), Some(body)) = (req.as_object_mut(), line["body"].as_object()) {
+            r.extend(body.clone());
+        }
+        let custom_id = line["custom_id"].clone();
+        let out = match check(&g.cfg, &req) {
+            Ok(r) => {
+                g.stats.accepted_tokens += r.total;
+                for t in &r.inputs {
+                    *g.stats.embedded.entry(t.clone()).or_default() += 1;
+                }
+                serde_json::json!({"custom_id": custom_id, "response": {"status_code": 200,
+                    "body": answer(&r.inputs, r.dims, r.dtype, r.total)}, "error": null})
+            }
+            Err(msg) => {
+                errors.push(serde_json::json!({"custom_id": custom_id, "response": {
+                    "status_code": 400, "body": {"detail": msg}}, "error": null}));
+                continue;
+            }
+        };
+        output.push(out);
+    }
+    // The output's order is not the input's.
+    output.reverse();
+    let mut file = |lines: &[serde_json::Value]| {
+        if lines.is_empty() {
+            return None;
+        }
+        g.ids += 1;
+        let fid = format!("file-{}", g.ids);
+        let mut text = String::new();
+        for l in lines {
+            text.push_str(&l.to_string());
+            text.push('\n');
+        }
+        g.files.insert(fid.clone(), text.into());
+        Some(fid)
+    };
+    let (out_id, err_id) = (file(&output), file(&errors));
+    let b = g.batches.get_mut(id).expect("a known batch");
+    b.output_file_id = out_id;
+    b.error_file_id = err_id;
+    b.status = "completed".into();
 }

@@ -9,10 +9,13 @@
 //! - [`client`]: the one Voyage HTTP client (key, request limiter, retries with jitter and
 //!   `Retry-After`), for the embedder and the query service's reranker.
 //! - [`voyage`]: the Voyage embeddings API over that client, with a token limiter.
+//! - [`batch`]: the Voyage Batch API over the same client (files, batches, results by
+//!   `custom_id`), for backfills.
 //! - [`local`]: a sentence-transformers model directory run with candle (the default).
 //! - [`hash`]: deterministic feature hashing, for tests only.
 //! - [`fake`] (`testing` feature): a fake Voyage server for the tests and the benchmark.
 
+pub mod batch;
 pub mod client;
 pub mod embedder;
 #[cfg(any(test, feature = "testing"))]
@@ -66,25 +69,7 @@ pub fn from_config(
 ) -> Result<Arc<dyn Embedder>, EmbedError> {
     Ok(match embedder.unwrap_or(cfg.embedder) {
         EmbedderKind::Voyage => {
-            let mut key = std::env::var(VOYAGE_API_KEY).unwrap_or_default();
-            if dry_run && key.is_empty() {
-                key = "dry-run: never sent".into();
-            }
-            Arc::new(voyage::VoyageEmbedder::new(voyage::VoyageConfig {
-                base_url: cfg.base_url.clone(),
-                api_key: key.into(),
-                model: cfg.model.clone(),
-                dims: cfg.dims,
-                dtype: cfg.dtype.parse()?,
-                rpm: cfg.rpm,
-                tpm: cfg.tpm,
-                max_batch_inputs: cfg.max_batch_inputs,
-                max_batch_tokens: cfg.max_batch_tokens,
-                max_input_tokens: cfg.max_input_tokens,
-                concurrency: cfg.concurrency,
-                max_retries: cfg.max_retries,
-                timeout: Duration::from_secs(cfg.timeout_secs.max(1)),
-            })?)
+            Arc::new(voyage::VoyageEmbedder::new(voyage_config(cfg, dry_run)?)?)
         }
         EmbedderKind::Local => Arc::new(local::LocalEmbedder::load_limited(
             &model_dir(cfg),
@@ -93,4 +78,41 @@ pub fn from_config(
         )?),
         EmbedderKind::Hash => Arc::new(hash::HashEmbedder::new(cfg.hash_dims)?),
     })
+}
+
+/// The Voyage client settings of `cfg`, with the key from [`VOYAGE_API_KEY`] (a placeholder in
+/// a dry run, which never calls the provider).
+fn voyage_config(cfg: &EmbedConfig, dry_run: bool) -> Result<voyage::VoyageConfig, EmbedError> {
+    let mut key = std::env::var(VOYAGE_API_KEY).unwrap_or_default();
+    if dry_run && key.is_empty() {
+        key = "dry-run: never sent".into();
+    }
+    Ok(voyage::VoyageConfig {
+        base_url: cfg.base_url.clone(),
+        api_key: key.into(),
+        model: cfg.model.clone(),
+        dims: cfg.dims,
+        dtype: cfg.dtype.parse()?,
+        rpm: cfg.rpm,
+        tpm: cfg.tpm,
+        max_batch_inputs: cfg.max_batch_inputs,
+        max_batch_tokens: cfg.max_batch_tokens,
+        max_input_tokens: cfg.max_input_tokens,
+        concurrency: cfg.concurrency,
+        max_retries: cfg.max_retries,
+        timeout: Duration::from_secs(cfg.timeout_secs.max(1)),
+    })
+}
+
+/// The Voyage Batch API client `cfg` describes (`trawl embed --all --batch`).
+pub fn batches_from_config(cfg: &EmbedConfig) -> Result<batch::VoyageBatches, EmbedError> {
+    batch::VoyageBatches::new(
+        &voyage_config(cfg, false)?,
+        batch::BatchConfig {
+            max_inputs: cfg.batch_max_inputs,
+            max_file_bytes: cfg.batch_max_file_bytes,
+            poll: Duration::from_millis(cfg.batch_poll_ms),
+            max_poll: Duration::from_millis(cfg.batch_max_poll_ms.max(cfg.batch_poll_ms)),
+        },
+    )
 }

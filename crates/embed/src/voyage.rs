@@ -180,38 +180,50 @@ impl VoyageEmbedder {
     }
 
     fn decode(&self, body: &[u8], n: usize) -> Result<(Vec<Vector>, u64), EmbedError> {
-        #[derive(Deserialize)]
-        struct Item {
-            embedding: Vec<f64>,
-            index: usize,
-        }
-        #[derive(Deserialize)]
-        struct Usage {
-            total_tokens: u64,
-        }
-        #[derive(Deserialize)]
-        struct Response {
-            data: Vec<Item>,
-            usage: Usage,
-        }
         let bad = |why: String| EmbedError::Exhausted {
             attempts: 1,
             last: format!("malformed response from the provider: {why}"),
         };
-        let r: Response = serde_json::from_slice(body).map_err(|e| bad(e.to_string()))?;
-        let want = match self.space.dtype {
-            Dtype::Binary | Dtype::Ubinary => self.space.dims.div_ceil(8) as usize,
-            _ => self.space.dims as usize,
+        let r: EmbeddingsResponse = serde_json::from_slice(body).map_err(|e| bad(e.to_string()))?;
+        r.decode(&self.space, n).map_err(bad)
+    }
+}
+
+/// The body of an embeddings answer: the synchronous endpoint's, and each line's of a batch.
+#[derive(Debug, Deserialize)]
+pub(crate) struct EmbeddingsResponse {
+    data: Vec<EmbeddingItem>,
+    usage: Usage,
+}
+
+#[derive(Debug, Deserialize)]
+struct EmbeddingItem {
+    embedding: Vec<f64>,
+    index: usize,
+}
+
+#[derive(Debug, Deserialize)]
+struct Usage {
+    total_tokens: u64,
+}
+
+impl EmbeddingsResponse {
+    /// One vector per input of `n`, in input order (matched by `index`), in `space`; and the
+    /// tokens billed. The error says what is wrong with the answer.
+    pub(crate) fn decode(self, space: &Space, n: usize) -> Result<(Vec<Vector>, u64), String> {
+        let want = match space.dtype {
+            Dtype::Binary | Dtype::Ubinary => space.dims.div_ceil(8) as usize,
+            _ => space.dims as usize,
         };
         let mut out: Vec<Option<Vector>> = vec![None; n];
-        for item in r.data {
+        for item in self.data {
             if item.embedding.len() != want {
-                return Err(bad(format!(
+                return Err(format!(
                     "a vector of {} values where {want} were asked for",
                     item.embedding.len()
-                )));
+                ));
             }
-            let v = match self.space.dtype {
+            let v = match space.dtype {
                 Dtype::Float => Vector::Float(item.embedding.iter().map(|x| *x as f32).collect()),
                 Dtype::Int8 | Dtype::Binary => {
                     Vector::Bytes(item.embedding.iter().map(|x| (*x as i8) as u8).collect())
@@ -222,19 +234,14 @@ impl VoyageEmbedder {
             };
             match out.get_mut(item.index) {
                 Some(slot @ None) => *slot = Some(v),
-                _ => {
-                    return Err(bad(format!(
-                        "index {} out of range or repeated",
-                        item.index
-                    )));
-                }
+                _ => return Err(format!("index {} out of range or repeated", item.index)),
             }
         }
         let vectors = out
             .into_iter()
             .collect::<Option<Vec<_>>>()
-            .ok_or_else(|| bad("some inputs have no vector".into()))?;
-        Ok((vectors, r.usage.total_tokens))
+            .ok_or_else(|| "some inputs have no vector".to_owned())?;
+        Ok((vectors, self.usage.total_tokens))
     }
 }
 
