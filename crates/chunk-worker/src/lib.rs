@@ -34,6 +34,10 @@ use trawl_core::records::{self, CHUNK_PART_VERSION, ChunkPartEvent, FileEvent, F
 use trawl_core::shutdown::Shutdown;
 use trawl_core::store::{Store, keys};
 
+mod config;
+
+pub use config::{ConfigError, from_config, options, strategy};
+
 /// The topic file events arrive on.
 pub const FILES_TOPIC: &str = trawl_core::bus::Topic::Files.name();
 /// The topic chunk-part events leave on.

@@ -1,10 +1,9 @@
 //! `trawl chunk-worker`.
 
 use std::process::ExitCode;
-use std::sync::Arc;
 use std::time::Duration;
 
-use trawl_chunk_worker::{ChunkWorker, Until};
+use trawl_chunk_worker::Until;
 use trawl_core::config::Config;
 use trawl_core::store::Store;
 
@@ -14,42 +13,6 @@ pub struct Args {
     /// `trawl fetch`); without it the worker runs until interrupted.
     #[arg(long)]
     once: bool,
-}
-
-pub fn options(cfg: &Config) -> trawl_chunker::Options {
-    trawl_chunker::Options {
-        floor: cfg.chunk.floor,
-        ceiling: cfg.chunk.ceiling,
-        parse_timeout: Duration::from_millis(cfg.chunk.parse_timeout_ms),
-        ..trawl_chunker::Options::default()
-    }
-}
-
-/// `chunk.strategy`.
-pub fn strategy(cfg: &Config) -> anyhow::Result<trawl_chunker::Strategy> {
-    Ok(match cfg.chunk.strategy.as_str() {
-        "ast" => trawl_chunker::Strategy::Ast,
-        "windows" => trawl_chunker::Strategy::Windows,
-        other => anyhow::bail!("chunk.strategy is {other:?}: use ast or windows"),
-    })
-}
-
-/// The chunk worker of the configuration.
-pub fn worker(
-    cfg: &Config,
-    store: Store,
-    bus: Arc<dyn trawl_core::bus::Bus>,
-) -> anyhow::Result<ChunkWorker> {
-    anyhow::ensure!(
-        cfg.chunk.ceiling >= 64 && cfg.chunk.floor < cfg.chunk.ceiling,
-        "chunk.ceiling must be at least 64 bytes and larger than chunk.floor"
-    );
-    let strategy = strategy(cfg)?;
-    Ok(
-        ChunkWorker::new(store, bus, options(cfg), cfg.chunk.concurrency)
-            .with_strategy(strategy)
-            .with_max_attempts(cfg.bus.max_attempts),
-    )
 }
 
 /// The chunk worker's Prometheus metrics.
@@ -100,7 +63,7 @@ pub async fn run(cfg: &Config, args: Args) -> anyhow::Result<ExitCode> {
     let store = Store::from_url(&cfg.store.url)?;
     let bus = trawl_core::bus::from_config(&cfg.bus, &store)?;
     let (trigger, shutdown) = trawl_core::shutdown::channel();
-    let worker = worker(cfg, store, bus)?.with_shutdown(shutdown);
+    let worker = trawl_chunk_worker::from_config(cfg, store, bus)?.with_shutdown(shutdown);
     let metrics = worker.metrics();
     let ops = {
         let metrics = metrics.clone();

@@ -5,10 +5,10 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
 use anyhow::Context;
+use trawl_compactor::Progress;
 use trawl_compactor::live::Completion;
-use trawl_compactor::{BuildOptions, Progress};
+use trawl_compactor::run::{RunError, WaitObserver, WaitOptions, Waited};
 use trawl_core::config::{Config, EmbedderKind};
-use trawl_core::records::{Stage, rfc3339};
 use trawl_core::space::Space;
 
 #[derive(clap::Args)]
@@ -126,18 +126,6 @@ impl Totals {
     }
 }
 
-/// What `--wait` found when it stopped waiting (`runs/<run>.json`, stage `compact`).
-#[derive(serde::Serialize, serde::Deserialize)]
-struct WaitReport {
-    stage: Stage,
-    run: trawl_core::ids::RunId,
-    waited_seconds: f64,
-    complete: bool,
-    generation: u64,
-    #[serde(skip_deserializing)]
-    completion: Completion,
-}
-
 #[derive(clap::Subcommand)]
 pub enum IndexCommand {
     /// Point the index back at the generation before the live one.
@@ -155,15 +143,22 @@ pub struct Live {
 impl Live {
     /// One line: the live set, shard k/n, or the swap.
     pub fn status(&self) -> String {
-        let n = self.shards.load(Ordering::Relaxed);
-        let g = self.swapping.load(Ordering::Relaxed);
-        if g > 0 {
-            format!("making generation {g} live")
-        } else if n > 0 {
-            format!("shard {}/{n}", self.shard.load(Ordering::Relaxed))
-        } else {
-            "computing the live set".into()
-        }
+        build_status(
+            self.shard.load(Ordering::Relaxed),
+            self.shards.load(Ordering::Relaxed),
+            self.swapping.load(Ordering::Relaxed),
+        )
+    }
+}
+
+/// Where a build is: the live set, shard `shard`/`shards`, or the swap to `swapping`.
+pub fn build_status(shard: u32, shards: u32, swapping: u64) -> String {
+    if swapping > 0 {
+        format!("making generation {swapping} live")
+    } else if shards > 0 {
+        format!("shard {shard}/{shards}")
+    } else {
+        "computing the live set".into()
     }
 }
 
@@ -308,7 +303,7 @@ fn is_busy(e: &anyhow::Error) -> bool {
         matches!(
             c.downcast_ref::<trawl_compactor::CompactError>(),
             Some(trawl_compactor::CompactError::Busy(_))
-        )
+        ) || c.downcast_ref::<RunError>().is_some_and(RunError::is_busy)
     })
 }
 
@@ -324,8 +319,21 @@ async fn once(
     let (set, waited) = if args.wait {
         let (c, set) = match wait(cfg, store, space.as_ref(), args, totals).await? {
             Waited::Ready(c, set) => (c, set),
-            Waited::NoRun => return Ok(ExitCode::from(3)),
-            Waited::Unchanged => return Ok(ExitCode::SUCCESS),
+            Waited::NoRun { since } => {
+                match since {
+                    Some(g) => eprintln!(
+                        "compactor: no fetch run finished since generation {g} was built; nothing to build"
+                    ),
+                    None => eprintln!("compactor: no fetch run has finished; nothing to build"),
+                }
+                return Ok(ExitCode::from(3));
+            }
+            Waited::Unchanged { run, generation } => {
+                eprintln!(
+                    "compactor: fetch run {run} changed nothing generation {generation} was built from; nothing to build"
+                );
+                return Ok(ExitCode::SUCCESS);
+            }
         };
         (Some(set), Some((c, started.elapsed().as_secs_f64())))
     } else {
@@ -365,16 +373,8 @@ async fn finish(
         if !complete {
             code = ExitCode::from(3);
         }
-        let report = WaitReport {
-            stage: Stage::Compact,
-            run: trawl_core::ids::RunId::new(),
-            waited_seconds: seconds,
-            complete,
-            generation: m.generation,
-            completion,
-        };
-        let key = format!("runs/{}.json", report.run);
-        store.put_json(&key, &report).await?;
+        let (key, report) =
+            trawl_compactor::run::record_wait(store, completion, seconds, m.generation).await?;
         if !complete {
             eprintln!(
                 "compactor: built generation {} at the deadline with {} files unfinished (report: {key}):",
@@ -398,18 +398,68 @@ async fn finish(
     Ok(code)
 }
 
-/// How [`wait`] ended.
-enum Waited {
-    /// The run is complete, or the deadline came: build from this live set.
-    Ready(Completion, trawl_compactor::live::LiveSet),
-    /// No fetch run finished before the deadline.
-    NoRun,
-    /// The run changed nothing the live generation was built from.
-    Unchanged,
+/// Shows a wait's progress on the status line, the process's metrics and stderr.
+struct WaitRender<'a> {
+    status: Arc<std::sync::Mutex<String>>,
+    totals: &'a Totals,
+    live: std::sync::Mutex<Option<crate::progress::Live>>,
+}
+
+impl WaitRender<'_> {
+    fn set(&self, line: String) {
+        *self
+            .status
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = line;
+    }
+}
+
+impl WaitObserver for WaitRender<'_> {
+    fn built_with_stragglers(&self, generation: u64) {
+        eprintln!(
+            "compactor: generation {generation} was built with stragglers; waiting for its run to finish"
+        );
+    }
+    fn waiting_for_run(&self, since: Option<u64>) {
+        self.set(match since {
+            Some(g) => format!("waiting for a fetch run newer than generation {g}"),
+            None => "waiting for a fetch run".into(),
+        });
+    }
+    fn run_finished(&self, run: &trawl_core::ids::RunId, at: std::time::SystemTime) {
+        eprintln!(
+            "compactor: fetch run {run} finished at {}; waiting for it to be chunked and embedded",
+            humantime::format_rfc3339_seconds(at)
+        );
+    }
+    fn progress(&self, c: &Completion) {
+        self.totals.progress(c);
+        self.set(format!(
+            "waiting for the run: {}/{} files chunked, {}/{} chunks embedded",
+            c.files_chunked, c.files, c.chunks_embedded, c.chunks
+        ));
+        if c.is_complete() {
+            self.done();
+            eprintln!(
+                "compactor: the run is complete ({} files, {} chunks embedded)",
+                c.files, c.chunks_embedded
+            );
+        }
+    }
+    fn done(&self) {
+        if let Some(live) = self
+            .live
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .take()
+        {
+            live.finish();
+        }
+    }
 }
 
 /// Polls the store until a fetch run newer than the live generation has finished and is
-/// chunked and embedded, or the deadline.
+/// chunked and embedded, or the deadline (`trawl_compactor::run::wait`).
 async fn wait(
     cfg: &Config,
     store: &trawl_core::store::Store,
@@ -417,8 +467,8 @@ async fn wait(
     args: &Args,
     totals: &Totals,
 ) -> anyhow::Result<Waited> {
-    let version = trawl_chunk_worker::part_version(crate::chunk_worker::strategy(cfg)?);
-    let deadline = tokio::time::Instant::now() + args.deadline;
+    let chunker_version =
+        trawl_chunk_worker::part_version(trawl_chunk_worker::strategy(&cfg.chunk)?);
     let status = Arc::new(std::sync::Mutex::new(String::from("looking at the store")));
     let live = {
         let s = status.clone();
@@ -428,95 +478,20 @@ async fn wait(
                 .clone()
         })
     };
-    let set_status = |line: String| {
-        *status
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner) = line;
+    let render = WaitRender {
+        status,
+        totals,
+        live: std::sync::Mutex::new(Some(live)),
     };
-    // First the run: a fetch run that finished since the live generation was built — or
-    // any, when the live generation was built at a deadline with stragglers (its run is not
-    // done yet).
-    let mut built = trawl_index::generation::live(store)
-        .await?
-        .map(|m| (m.generation, rfc3339::parse(&m.created_at)));
-    if let (Some((generation, _)), Some(report)) = (
-        &built,
-        trawl_compactor::live::latest_report::<WaitReport>(store, Stage::Compact).await?,
-    ) && report.generation == *generation
-        && !report.complete
-    {
-        eprintln!(
-            "compactor: generation {generation} was built with stragglers; waiting for its run to finish"
-        );
-        built = None;
-    }
-    let run = loop {
-        let since = built.as_ref().and_then(|(_, at)| *at);
-        if let Some(run) = trawl_compactor::live::fetch_run_since(store, since).await? {
-            break run;
-        }
-        if tokio::time::Instant::now() >= deadline {
-            live.finish();
-            match &built {
-                Some((g, _)) => eprintln!(
-                    "compactor: no fetch run finished since generation {g} was built; nothing to build"
-                ),
-                None => eprintln!("compactor: no fetch run has finished; nothing to build"),
-            }
-            return Ok(Waited::NoRun);
-        }
-        set_status(match &built {
-            Some((g, _)) => format!("waiting for a fetch run newer than generation {g}"),
-            None => "waiting for a fetch run".into(),
-        });
-        tokio::time::sleep_until(deadline.min(tokio::time::Instant::now() + args.poll)).await;
+    let opts = WaitOptions {
+        chunker_version,
+        deadline: args.deadline,
+        poll: args.poll,
+        full: args.full,
     };
-    eprintln!(
-        "compactor: fetch run {} finished at {}; waiting for it to be chunked and embedded",
-        run.run,
-        humantime::format_rfc3339_seconds(run.finished_at)
-    );
-    // An unchanged night: the inputs are those of a live generation that waits for nothing.
-    if !args.full
-        && let (_, Some(m)) = unchanged_since(store, space).await?
-        && m.counts.text_only == 0
-    {
-        live.finish();
-        eprintln!(
-            "compactor: fetch run {} changed nothing generation {} was built from; nothing to build",
-            run.run, m.generation
-        );
-        return Ok(Waited::Unchanged);
-    }
-    loop {
-        let (c, set) = trawl_compactor::live::completion(store, space, &version)
-            .await
-            .context("checking how far the run is")?;
-        totals.progress(&c);
-        let line = format!(
-            "waiting for the run: {}/{} files chunked, {}/{} chunks embedded",
-            c.files_chunked, c.files, c.chunks_embedded, c.chunks
-        );
-        tracing::info!(
-            files = c.files,
-            files_chunked = c.files_chunked,
-            chunks = c.chunks,
-            chunks_embedded = c.chunks_embedded,
-            "run progress"
-        );
-        set_status(line);
-        if c.is_complete() || tokio::time::Instant::now() >= deadline {
-            live.finish();
-            if c.is_complete() {
-                eprintln!(
-                    "compactor: the run is complete ({} files, {} chunks embedded)",
-                    c.files, c.chunks_embedded
-                );
-            }
-            return Ok(Waited::Ready(c, set));
-        }
-        tokio::time::sleep_until(deadline.min(tokio::time::Instant::now() + args.poll)).await;
-    }
+    let waited = trawl_compactor::run::wait(store, space, &opts, &render).await;
+    render.done();
+    Ok(waited?)
 }
 
 /// The fingerprint of the live set's inputs now, and the live generation when it was built
@@ -525,27 +500,10 @@ async fn unchanged_since(
     store: &trawl_core::store::Store,
     space: Option<&Space>,
 ) -> anyhow::Result<(String, Option<trawl_compactor::Manifest>)> {
-    let now = trawl_compactor::live::inputs_fingerprint(store, space)
-        .await
-        .context("listing the live set's inputs")?;
-    let live = trawl_index::generation::live(store)
-        .await?
-        .filter(|m| m.inputs.as_deref() == Some(now.as_str()));
-    Ok((now, live))
+    Ok(trawl_compactor::run::unchanged_since(store, space).await?)
 }
 
-/// Builds the next generation from the live set and makes it live.
-pub async fn build(
-    cfg: &Config,
-    store: &trawl_core::store::Store,
-    embedder: Option<EmbedderKind>,
-    full: bool,
-    progress: &Live,
-) -> anyhow::Result<trawl_compactor::Manifest> {
-    build_from(cfg, store, space(cfg, embedder), None, full, progress).await
-}
-
-/// [`build`] from a live set already computed (`None`: compute it).
+/// [`trawl_compactor::run::compact`] from a live set already computed (`None`: compute it).
 pub async fn build_from(
     cfg: &Config,
     store: &trawl_core::store::Store,
@@ -554,39 +512,14 @@ pub async fn build_from(
     full: bool,
     progress: &Live,
 ) -> anyhow::Result<trawl_compactor::Manifest> {
-    // Fingerprinted before the live set is read: inputs that change meanwhile make the next
-    // compaction differ, never the other way round.
-    let (inputs, unchanged) = unchanged_since(store, space.as_ref()).await?;
-    if !full
-        && set.is_none()
-        && let Some(m) = unchanged
-    {
+    let c = trawl_compactor::run::compact(store, &cfg.compact, space, set, full, progress).await?;
+    if c.unchanged {
         eprintln!(
             "compact: nothing changed since generation {} was built; it stays live",
-            m.generation
+            c.manifest.generation
         );
-        return Ok(m);
     }
-    let set = match set {
-        Some(s) => s,
-        None => trawl_compactor::live::live_set(store, space.as_ref())
-            .await
-            .context("computing the live set")?,
-    };
-    let opts = BuildOptions {
-        shards: cfg.compact.shards,
-        full,
-        max_segments: cfg.compact.max_segments,
-        merge_tombstone_ratio: cfg.compact.merge_tombstone_ratio,
-        source_runs: set.runs.clone(),
-        inputs: Some(inputs),
-        table: set.table.clone(),
-        lease_ttl: std::time::Duration::from_secs(cfg.compact.lease_ttl_secs),
-        ..BuildOptions::default()
-    };
-    trawl_compactor::build(store, set.docs, space, &opts, progress)
-        .await
-        .context("building the index generation")
+    Ok(c.manifest)
 }
 
 fn print_summary(m: &trawl_compactor::Manifest, seconds: f64) {

@@ -11,6 +11,7 @@
 //! - [`gc`](mod@gc): garbage collection of generations, under the lease.
 //! - [`lease`]: one compactor at a time; generation numbers never reused.
 //! - [`retention`]: run reports, superseded manifests, repositories that left the list.
+//! - [`run`]: a compaction as a process runs it, and `--wait`: the completion check first.
 
 pub mod build;
 pub mod calls;
@@ -19,6 +20,7 @@ pub mod lease;
 pub mod live;
 pub mod parts;
 pub mod retention;
+pub mod run;
 
 pub use build::{BuildOptions, LiveDoc, build};
 pub use gc::{GcReport, gc};

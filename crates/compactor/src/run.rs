@@ -1,0 +1,280 @@
+//! A compaction as a process runs it: build the next generation from the live set unless the
+//! live one was built from exactly the store's current inputs ([`compact`]), and, for
+//! `compactor --wait`, wait until the last fetch run is chunked and embedded first ([`wait`]).
+//! What happens is told to a [`WaitObserver`]; the caller decides how to show it.
+
+use std::time::{Duration, SystemTime};
+
+use trawl_core::config::CompactConfig;
+use trawl_core::ids::RunId;
+use trawl_core::records::{Stage, rfc3339};
+use trawl_core::space::Space;
+use trawl_core::store::Store;
+
+use crate::live::{Completion, FetchRun, LiveSet};
+use crate::{BuildOptions, CompactError, Manifest, Progress};
+
+/// Why a compaction or a wait failed: the step, and the compactor's error beneath.
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    #[error("listing the live set's inputs")]
+    Inputs(#[source] CompactError),
+    #[error("computing the live set")]
+    LiveSet(#[source] CompactError),
+    #[error("building the index generation")]
+    Build(#[source] CompactError),
+    #[error("checking how far the run is")]
+    Completion(#[source] CompactError),
+    /// Reading the live generation or the run reports, or writing the wait report.
+    #[error(transparent)]
+    Store(#[from] CompactError),
+}
+
+impl From<trawl_core::Error> for RunError {
+    fn from(e: trawl_core::Error) -> Self {
+        RunError::Store(e.into())
+    }
+}
+
+impl From<trawl_index::IndexError> for RunError {
+    fn from(e: trawl_index::IndexError) -> Self {
+        RunError::Store(e.into())
+    }
+}
+
+impl RunError {
+    /// Whether another compactor holds the lease (a scheduled compactor tries again later).
+    pub fn is_busy(&self) -> bool {
+        let inner = match self {
+            RunError::Inputs(e)
+            | RunError::LiveSet(e)
+            | RunError::Build(e)
+            | RunError::Completion(e)
+            | RunError::Store(e) => e,
+        };
+        matches!(inner, CompactError::Busy(_))
+    }
+}
+
+/// What [`compact`] did.
+#[derive(Debug)]
+pub struct Compacted {
+    /// The live generation now.
+    pub manifest: Manifest,
+    /// Nothing changed since it was built: it stays live, nothing was built.
+    pub unchanged: bool,
+}
+
+/// The fingerprint of the live set's inputs now, and the live generation when it was built
+/// from exactly those.
+pub async fn unchanged_since(
+    store: &Store,
+    space: Option<&Space>,
+) -> Result<(String, Option<Manifest>), RunError> {
+    let now = crate::live::inputs_fingerprint(store, space)
+        .await
+        .map_err(RunError::Inputs)?;
+    let live = trawl_index::generation::live(store)
+        .await?
+        .filter(|m| m.inputs.as_deref() == Some(now.as_str()));
+    Ok((now, live))
+}
+
+/// Builds the next generation from the live set (`set`, or computed now) and makes it live —
+/// unless, without `full` and without a set, the live generation was built from the store's
+/// current inputs: then it stays live.
+pub async fn compact(
+    store: &Store,
+    cfg: &CompactConfig,
+    space: Option<Space>,
+    set: Option<LiveSet>,
+    full: bool,
+    progress: &dyn Progress,
+) -> Result<Compacted, RunError> {
+    // Fingerprinted before the live set is read: inputs that change meanwhile make the next
+    // compaction differ, never the other way round.
+    let (inputs, unchanged) = unchanged_since(store, space.as_ref()).await?;
+    if !full
+        && set.is_none()
+        && let Some(manifest) = unchanged
+    {
+        return Ok(Compacted {
+            manifest,
+            unchanged: true,
+        });
+    }
+    let set = match set {
+        Some(s) => s,
+        None => crate::live::live_set(store, space.as_ref())
+            .await
+            .map_err(RunError::LiveSet)?,
+    };
+    let opts = BuildOptions {
+        shards: cfg.shards,
+        full,
+        max_segments: cfg.max_segments,
+        merge_tombstone_ratio: cfg.merge_tombstone_ratio,
+        source_runs: set.runs.clone(),
+        inputs: Some(inputs),
+        table: set.table.clone(),
+        lease_ttl: Duration::from_secs(cfg.lease_ttl_secs),
+        ..BuildOptions::default()
+    };
+    let manifest = crate::build(store, set.docs, space, &opts, progress)
+        .await
+        .map_err(RunError::Build)?;
+    Ok(Compacted {
+        manifest,
+        unchanged: false,
+    })
+}
+
+/// What `--wait` found when it stopped waiting (`runs/<run>.json`, stage `compact`).
+#[derive(Debug, serde::Serialize, serde::Deserialize)]
+pub struct WaitReport {
+    pub stage: Stage,
+    pub run: RunId,
+    pub waited_seconds: f64,
+    pub complete: bool,
+    pub generation: u64,
+    #[serde(skip_deserializing)]
+    pub completion: Completion,
+}
+
+/// Writes the report of a wait that ended in `generation`; returns its key and the report.
+pub async fn record_wait(
+    store: &Store,
+    completion: Completion,
+    waited_seconds: f64,
+    generation: u64,
+) -> Result<(String, WaitReport), RunError> {
+    let report = WaitReport {
+        stage: Stage::Compact,
+        run: RunId::new(),
+        waited_seconds,
+        complete: completion.is_complete(),
+        generation,
+        completion,
+    };
+    let key = format!("runs/{}.json", report.run);
+    store.put_json(&key, &report).await?;
+    Ok((key, report))
+}
+
+/// How a wait is bounded.
+#[derive(Clone, Debug)]
+pub struct WaitOptions {
+    /// The chunk parts' version (the chunk worker's `part_version`): which parts count.
+    pub chunker_version: String,
+    /// When to stop waiting and build with what is there.
+    pub deadline: Duration,
+    /// How often to look at the store.
+    pub poll: Duration,
+    /// A full rebuild is asked for: an unchanged run still builds.
+    pub full: bool,
+}
+
+/// How [`wait`] ended.
+#[derive(Debug)]
+pub enum Waited {
+    /// The run is complete, or the deadline came: build from this live set.
+    Ready(Completion, LiveSet),
+    /// No fetch run finished before the deadline (`since`: the live generation it would have
+    /// had to be newer than).
+    NoRun { since: Option<u64> },
+    /// The run changed nothing the live generation (`generation`) was built from.
+    Unchanged { run: RunId, generation: u64 },
+}
+
+/// What a wait reports as it goes; every method has a default that ignores it.
+pub trait WaitObserver: Send + Sync {
+    /// The live generation was built at a deadline with stragglers: its run is waited for.
+    fn built_with_stragglers(&self, generation: u64) {
+        let _ = generation;
+    }
+    /// No fetch run newer than `since` (a generation; `None`: none live) has finished yet.
+    fn waiting_for_run(&self, since: Option<u64>) {
+        let _ = since;
+    }
+    /// A fetch run finished: now waiting for it to be chunked and embedded.
+    fn run_finished(&self, run: &RunId, at: SystemTime) {
+        let _ = (run, at);
+    }
+    /// How far the run is, at each look.
+    fn progress(&self, completion: &Completion) {
+        let _ = completion;
+    }
+    /// The wait is over (every outcome, before [`wait`] returns it).
+    fn done(&self) {}
+}
+
+/// Polls the store until a fetch run newer than the live generation has finished and is
+/// chunked and embedded, or the deadline.
+pub async fn wait(
+    store: &Store,
+    space: Option<&Space>,
+    opts: &WaitOptions,
+    observer: &dyn WaitObserver,
+) -> Result<Waited, RunError> {
+    let deadline = tokio::time::Instant::now() + opts.deadline;
+    let next_look = || deadline.min(tokio::time::Instant::now() + opts.poll);
+    // First the run: a fetch run that finished since the live generation was built — or
+    // any, when the live generation was built at a deadline with stragglers (its run is not
+    // done yet).
+    let mut built = trawl_index::generation::live(store)
+        .await?
+        .map(|m| (m.generation, rfc3339::parse(&m.created_at)));
+    if let (Some((generation, _)), Some(report)) = (
+        &built,
+        crate::live::latest_report::<WaitReport>(store, Stage::Compact).await?,
+    ) && report.generation == *generation
+        && !report.complete
+    {
+        observer.built_with_stragglers(*generation);
+        built = None;
+    }
+    let run: FetchRun = loop {
+        let since = built.as_ref().and_then(|(_, at)| *at);
+        if let Some(run) = crate::live::fetch_run_since(store, since).await? {
+            break run;
+        }
+        if tokio::time::Instant::now() >= deadline {
+            observer.done();
+            return Ok(Waited::NoRun {
+                since: built.map(|(g, _)| g),
+            });
+        }
+        observer.waiting_for_run(built.as_ref().map(|(g, _)| *g));
+        tokio::time::sleep_until(next_look()).await;
+    };
+    observer.run_finished(&run.run, run.finished_at);
+    // An unchanged night: the inputs are those of a live generation that waits for nothing.
+    if !opts.full
+        && let (_, Some(m)) = unchanged_since(store, space).await?
+        && m.counts.text_only == 0
+    {
+        observer.done();
+        return Ok(Waited::Unchanged {
+            run: run.run,
+            generation: m.generation,
+        });
+    }
+    loop {
+        let (c, set) = crate::live::completion(store, space, &opts.chunker_version)
+            .await
+            .map_err(RunError::Completion)?;
+        tracing::info!(
+            files = c.files,
+            files_chunked = c.files_chunked,
+            chunks = c.chunks,
+            chunks_embedded = c.chunks_embedded,
+            "run progress"
+        );
+        observer.progress(&c);
+        if c.is_complete() || tokio::time::Instant::now() >= deadline {
+            observer.done();
+            return Ok(Waited::Ready(c, set));
+        }
+        tokio::time::sleep_until(next_look()).await;
+    }
+}
