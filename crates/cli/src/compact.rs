@@ -4,7 +4,6 @@ use std::process::ExitCode;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
-use anyhow::Context;
 use trawl_compactor::Progress;
 use trawl_compactor::live::Completion;
 use trawl_compactor::run::{RunError, WaitObserver, WaitOptions, Waited};
@@ -185,70 +184,9 @@ pub fn space(cfg: &Config, embedder: Option<EmbedderKind>) -> Option<Space> {
 pub async fn run(cfg: &Config, args: Args) -> anyhow::Result<ExitCode> {
     let store = crate::existing_store(cfg)?;
     if args.gc {
-        let r = trawl_compactor::gc(
-            &store,
-            cfg.compact.keep,
-            std::time::Duration::from_secs(cfg.compact.gc_grace_secs),
-        )
-        .await?;
-        println!(
-            "gc: kept generations {:?}, collected {:?} ({} objects deleted)",
-            r.kept, r.collected, r.objects_deleted
-        );
-        // Chunk parts: only a live generation built from the store's current inputs may say
-        // which are needed (after a rollback, or with runs since, the next build decides).
-        // Asked before retention deletes superseded manifests (which changes no live set).
         let space = space(cfg, args.embedder);
-        let (_, current_live) = unchanged_since(&store, space.as_ref()).await?;
-        let days = cfg.compact.retain_runs_days;
-        let kept = trawl_compactor::retention::retain(
-            &store,
-            &trawl_compactor::retention::RetentionOptions {
-                run_reports: days_or_none(days),
-                large_payloads: days_or_none(cfg.compact.retain_bus_large_days),
-                grace: std::time::Duration::from_secs(cfg.compact.gc_grace_secs),
-            },
-        )
-        .await
-        .context("applying retention")?;
-        println!(
-            "retention: {} run reports, {} large bus payloads, {} superseded manifests, {} repositories no longer listed ({} objects) deleted",
-            kept.run_reports,
-            kept.large_payloads,
-            kept.manifests,
-            kept.removed_repos.len(),
-            kept.removed_repo_objects
-        );
-        match current_live {
-            Some(m) if m.chunks_table.is_some() => {
-                let key = m.chunks_table.as_deref().unwrap_or_default();
-                let table = store
-                    .get(key)
-                    .await?
-                    .with_context(|| format!("{key} is missing: run `trawl compact --full`"))?;
-                let needed = trawl_compactor::parts::needed_parts(table)?;
-                let grace = std::time::Duration::from_secs(cfg.compact.gc_grace_secs);
-                let n = trawl_compactor::parts::collect_chunk_parts(&store, &needed.parts, grace)
-                    .await?;
-                let mut vectors = 0;
-                if let Some(s) = &m.space {
-                    let dir = trawl_core::store::keys::embedding_space(&s.key());
-                    vectors = trawl_compactor::parts::collect_embedding_parts(
-                        &store,
-                        &dir,
-                        &needed.hashes,
-                        grace,
-                    )
-                    .await?;
-                }
-                println!(
-                    "retention: {n} superseded chunk parts, {vectors} embedding parts with no live vector deleted"
-                );
-            }
-            _ => println!(
-                "retention: chunk parts kept (the live generation is not built from the store's current inputs: run `trawl compact`, then `--gc`)"
-            ),
-        }
+        let c = trawl_compactor::run::collect(&store, &cfg.compact, space.as_ref()).await?;
+        print_collected(&c);
         return Ok(ExitCode::SUCCESS);
     }
     let totals = Arc::new(Totals::default());
@@ -290,11 +228,6 @@ pub async fn run(cfg: &Config, args: Args) -> anyhow::Result<ExitCode> {
             }
         }
     }
-}
-
-/// `days` as a duration; 0 means "keep forever".
-fn days_or_none(days: u64) -> Option<std::time::Duration> {
-    (days > 0).then(|| std::time::Duration::from_secs(days * 86_400))
 }
 
 /// Whether `e` is another compactor holding the lease.
@@ -494,15 +427,6 @@ async fn wait(
     Ok(waited?)
 }
 
-/// The fingerprint of the live set's inputs now, and the live generation when it was built
-/// from exactly those.
-async fn unchanged_since(
-    store: &trawl_core::store::Store,
-    space: Option<&Space>,
-) -> anyhow::Result<(String, Option<trawl_compactor::Manifest>)> {
-    Ok(trawl_compactor::run::unchanged_since(store, space).await?)
-}
-
 /// [`trawl_compactor::run::compact`] from a live set already computed (`None`: compute it).
 pub async fn build_from(
     cfg: &Config,
@@ -520,6 +444,31 @@ pub async fn build_from(
         );
     }
     Ok(c.manifest)
+}
+
+fn print_collected(c: &trawl_compactor::run::Collected) {
+    let (g, r) = (&c.gc, &c.retention);
+    println!(
+        "gc: kept generations {:?}, collected {:?} ({} objects deleted)",
+        g.kept, g.collected, g.objects_deleted
+    );
+    println!(
+        "retention: {} run reports, {} large bus payloads, {} superseded manifests, {} repositories no longer listed ({} objects) deleted",
+        r.run_reports,
+        r.large_payloads,
+        r.manifests,
+        r.removed_repos.len(),
+        r.removed_repo_objects
+    );
+    match c.parts {
+        Some(p) => println!(
+            "retention: {} superseded chunk parts, {} embedding parts with no live vector deleted",
+            p.chunk_parts, p.embedding_parts
+        ),
+        None => println!(
+            "retention: chunk parts kept (the live generation is not built from the store's current inputs: run `trawl compact`, then `--gc`)"
+        ),
+    }
 }
 
 fn print_summary(m: &trawl_compactor::Manifest, seconds: f64) {

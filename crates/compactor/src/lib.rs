@@ -11,7 +11,9 @@
 //! - [`gc`](mod@gc): garbage collection of generations, under the lease.
 //! - [`lease`]: one compactor at a time; generation numbers never reused.
 //! - [`retention`]: run reports, superseded manifests, repositories that left the list.
-//! - [`run`]: a compaction as a process runs it, and `--wait`: the completion check first.
+//! - [`parts`]: chunk and embedding parts the live generation does not need.
+//! - [`run`]: a compaction as a process runs it, `--wait` (the completion check first), and
+//!   `--gc` (every collection above, as one report).
 
 pub mod build;
 pub mod calls;

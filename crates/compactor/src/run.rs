@@ -1,7 +1,9 @@
 //! A compaction as a process runs it: build the next generation from the live set unless the
 //! live one was built from exactly the store's current inputs ([`compact`]), and, for
-//! `compactor --wait`, wait until the last fetch run is chunked and embedded first ([`wait`]).
-//! What happens is told to a [`WaitObserver`]; the caller decides how to show it.
+//! `compactor --wait`, wait until the last fetch run is chunked and embedded first ([`wait`]);
+//! `compact --gc`: every collection and retention step in turn ([`collect`]).
+//! What happens is told to a [`WaitObserver`] or returned as a report; the caller decides how
+//! to show it.
 
 use std::time::{Duration, SystemTime};
 
@@ -11,7 +13,9 @@ use trawl_core::records::{Stage, rfc3339};
 use trawl_core::space::Space;
 use trawl_core::store::Store;
 
+use crate::gc::GcReport;
 use crate::live::{Completion, FetchRun, LiveSet};
+use crate::retention::{RetentionOptions, RetentionReport};
 use crate::{BuildOptions, CompactError, Manifest, Progress};
 
 /// Why a compaction or a wait failed: the step, and the compactor's error beneath.
@@ -25,6 +29,11 @@ pub enum RunError {
     Build(#[source] CompactError),
     #[error("checking how far the run is")]
     Completion(#[source] CompactError),
+    #[error("applying retention")]
+    Retention(#[source] CompactError),
+    /// The live generation's `chunks` table (its key) is not in the store.
+    #[error("{0} is missing: run `trawl compact --full`")]
+    ChunksTableMissing(String),
     /// Reading the live generation or the run reports, or writing the wait report.
     #[error(transparent)]
     Store(#[from] CompactError),
@@ -50,7 +59,9 @@ impl RunError {
             | RunError::LiveSet(e)
             | RunError::Build(e)
             | RunError::Completion(e)
+            | RunError::Retention(e)
             | RunError::Store(e) => e,
+            RunError::ChunksTableMissing(_) => return false,
         };
         matches!(inner, CompactError::Busy(_))
     }
@@ -277,4 +288,90 @@ pub async fn wait(
         }
         tokio::time::sleep_until(next_look()).await;
     }
+}
+
+/// What [`collect`] deleted.
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize)]
+pub struct Collected {
+    /// Index generations.
+    pub gc: GcReport,
+    /// Run reports, large bus payloads, superseded manifests, unlisted repositories.
+    pub retention: RetentionReport,
+    /// Chunk and embedding parts; `None` when they were kept because the live generation is
+    /// not built from the store's current inputs (after a rollback, or with runs since: the
+    /// next build decides).
+    pub parts: Option<PartsCollected>,
+}
+
+/// The parts [`collect`] deleted.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
+pub struct PartsCollected {
+    /// Chunk parts no live file version needs.
+    pub chunk_parts: u64,
+    /// Embedding parts of the live vector space holding no live chunk's vector.
+    pub embedding_parts: u64,
+}
+
+/// `days` as a duration; 0 means "keep forever".
+fn days_or_none(days: u64) -> Option<Duration> {
+    (days > 0).then(|| Duration::from_secs(days * 86_400))
+}
+
+/// `compact --gc`: collects old generations ([`crate::gc()`], keeping `cfg.keep`), applies
+/// retention ([`crate::retention::retain`]) and, when the live generation was built from the
+/// store's current inputs in `space`, deletes the chunk and embedding parts it does not need
+/// ([`crate::parts`]). Nothing younger than `cfg.gc_grace_secs` is deleted.
+pub async fn collect(
+    store: &Store,
+    cfg: &CompactConfig,
+    space: Option<&Space>,
+) -> Result<Collected, RunError> {
+    let grace = Duration::from_secs(cfg.gc_grace_secs);
+    let gc = crate::gc(store, cfg.keep, grace).await?;
+    // Chunk parts: only a live generation built from the store's current inputs may say
+    // which are needed. Asked before retention deletes superseded manifests (which changes
+    // no live set).
+    let (_, current_live) = unchanged_since(store, space).await?;
+    let retention = crate::retention::retain(
+        store,
+        &RetentionOptions {
+            run_reports: days_or_none(cfg.retain_runs_days),
+            large_payloads: days_or_none(cfg.retain_bus_large_days),
+            grace,
+        },
+    )
+    .await
+    .map_err(RunError::Retention)?;
+    let parts = match current_live {
+        Some(Manifest {
+            chunks_table: Some(key),
+            space: live_space,
+            ..
+        }) => {
+            let table = store
+                .get(&key)
+                .await?
+                .ok_or(RunError::ChunksTableMissing(key))?;
+            let needed = crate::parts::needed_parts(table)?;
+            let chunk_parts =
+                crate::parts::collect_chunk_parts(store, &needed.parts, grace).await?;
+            let mut embedding_parts = 0;
+            if let Some(s) = &live_space {
+                let dir = trawl_core::store::keys::embedding_space(&s.key());
+                embedding_parts =
+                    crate::parts::collect_embedding_parts(store, &dir, &needed.hashes, grace)
+                        .await?;
+            }
+            Some(PartsCollected {
+                chunk_parts,
+                embedding_parts,
+            })
+        }
+        _ => None,
+    };
+    Ok(Collected {
+        gc,
+        retention,
+        parts,
+    })
 }

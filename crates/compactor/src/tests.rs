@@ -272,3 +272,55 @@ async fn chunks_without_a_vector_are_indexed_for_text_and_counted() {
     assert_eq!(m.shards[0].segments[0].docs, 100);
     let _ = Arc::new(());
 }
+
+#[tokio::test]
+async fn collect_keeps_chunk_parts_unless_the_live_generation_is_built_from_the_current_inputs() {
+    let store = Store::memory();
+    let cfg = trawl_core::config::CompactConfig {
+        keep: 1,
+        gc_grace_secs: 0,
+        ..trawl_core::config::CompactConfig::default()
+    };
+    let first = build(&store, corpus(40, 16), Some(space(16)), &opts(2), &Quiet)
+        .await
+        .unwrap();
+    let second = build(&store, corpus(41, 16), Some(space(16)), &opts(2), &Quiet)
+        .await
+        .unwrap();
+    // Built from no recorded inputs: generations are collected, parts are left to the next
+    // build.
+    let c = crate::run::collect(&store, &cfg, Some(&space(16)))
+        .await
+        .unwrap();
+    assert_eq!(c.gc.kept, [second.generation]);
+    assert_eq!(c.gc.collected, [first.generation]);
+    assert_eq!(c.parts, None);
+
+    // Built from the current inputs with a chunks table: that table decides, and one that
+    // is gone is an error naming it, not an empty set of needed parts.
+    let inputs = crate::live::inputs_fingerprint(&store, Some(&space(16)))
+        .await
+        .unwrap();
+    let third = build(
+        &store,
+        corpus(42, 16),
+        Some(space(16)),
+        &BuildOptions {
+            inputs: Some(inputs),
+            table: Some(bytes::Bytes::from_static(b"not read")),
+            ..opts(2)
+        },
+        &Quiet,
+    )
+    .await
+    .unwrap();
+    let key = third.chunks_table.clone().unwrap();
+    store.delete(&key).await.unwrap();
+    let err = crate::run::collect(&store, &cfg, Some(&space(16)))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&err, crate::run::RunError::ChunksTableMissing(k) if *k == key),
+        "{err}"
+    );
+}
