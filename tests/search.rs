@@ -718,7 +718,129 @@ async fn bad_requests_get_a_4xx_that_says_what_is_wrong() {
     let (st, _) = post(&s.url, None, r#"{"query":"retry"}"#).await;
     assert_eq!(st, 200);
     let m = &s.searcher.metrics;
-    assert_eq!(m.bad_requests.load(Ordering::Relaxed), 10);
+    assert_eq!(m.bad_requests.get(), 10);
+}
+
+/// `/metrics` keeps the names, types and help texts dashboards and alerts read, and its
+/// values move with the traffic.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn metrics_keep_their_names_types_and_help_and_count_what_happens() {
+    let work = tempfile::tempdir().unwrap();
+    let (_a, _b, cfg) = two_repos(work.path()).await;
+    let s = serve(&cfg, vec![]).await;
+    let scrape = || async {
+        let r = reqwest::get(format!("{}/metrics", s.url)).await.unwrap();
+        assert_eq!(r.status(), 200);
+        let content_type = r.headers()["content-type"].to_str().unwrap().to_owned();
+        assert!(
+            content_type.starts_with("application/openmetrics-text; version=1.0.0"),
+            "{content_type}"
+        );
+        r.text().await.unwrap()
+    };
+    let before = scrape().await;
+    let families = [
+        ("trawl_query_searches", "counter", "Searches answered."),
+        (
+            "trawl_query_bad_requests",
+            "counter",
+            "Requests refused as malformed or over a limit.",
+        ),
+        (
+            "trawl_query_unauthorized",
+            "counter",
+            "Requests without a valid bearer token.",
+        ),
+        ("trawl_query_errors", "counter", "Searches that failed."),
+        (
+            "trawl_query_generation_swaps",
+            "counter",
+            "Index generations loaded.",
+        ),
+        (
+            "trawl_query_refused",
+            "counter",
+            "Requests refused for their Host or Content-Type (DNS rebinding, cross-site posts).",
+        ),
+        (
+            "trawl_query_saturated",
+            "counter",
+            "Searches answered 503 because every search slot was taken.",
+        ),
+        (
+            "trawl_query_timeouts",
+            "counter",
+            "Requests cut by the body or the whole-request timeout.",
+        ),
+        (
+            "trawl_query_rerank_failures",
+            "counter",
+            "Searches answered without the reranker because it failed.",
+        ),
+        (
+            "trawl_query_generation",
+            "gauge",
+            "The index generation served.",
+        ),
+        (
+            "trawl_query_search_seconds",
+            "histogram",
+            "Search latency, excluding the query embedding.",
+        ),
+        (
+            "trawl_query_embed_seconds",
+            "histogram",
+            "Query embedding latency.",
+        ),
+    ];
+    for (family, kind, help) in families {
+        assert!(
+            before.contains(&format!("# HELP {family} {help}\n# TYPE {family} {kind}\n")),
+            "{family}:\n{before}"
+        );
+    }
+    let types = before.lines().filter(|l| l.starts_with("# TYPE ")).count();
+    assert_eq!(types, families.len(), "{before}");
+    // A counter's samples end in `_total`, as they always did.
+    let sample = |text: &str, name: &str| -> String {
+        text.lines()
+            .find_map(|l| Some(l.strip_prefix(name)?.strip_prefix(' ')?.to_owned()))
+            .unwrap_or_else(|| panic!("no sample {name}:\n{text}"))
+    };
+    assert_eq!(sample(&before, "trawl_query_searches_total"), "0");
+    assert_eq!(sample(&before, "trawl_query_bad_requests_total"), "0");
+    assert_eq!(sample(&before, "trawl_query_generation_swaps_total"), "1");
+    let generation = s.searcher.generation().unwrap().number;
+    assert_eq!(
+        sample(&before, "trawl_query_generation"),
+        generation.to_string()
+    );
+    assert_eq!(sample(&before, "trawl_query_search_seconds_count"), "0");
+    assert_eq!(
+        sample(&before, "trawl_query_search_seconds_bucket{le=\"+Inf\"}"),
+        "0"
+    );
+    assert!(before.contains("trawl_query_search_seconds_bucket{le=\"0.001\"} 0\n"));
+
+    let (st, _) = post(&s.url, None, r#"{"query":"retry"}"#).await;
+    assert_eq!(st, 200);
+    let (st, _) = post(&s.url, None, r#"{"query":"   "}"#).await;
+    assert_eq!(st, 400);
+    let after = scrape().await;
+    assert_eq!(sample(&after, "trawl_query_searches_total"), "1");
+    assert_eq!(sample(&after, "trawl_query_bad_requests_total"), "1");
+    assert_eq!(sample(&after, "trawl_query_search_seconds_count"), "1");
+    assert_eq!(
+        sample(&after, "trawl_query_search_seconds_bucket{le=\"+Inf\"}"),
+        "1"
+    );
+    assert_eq!(sample(&after, "trawl_query_embed_seconds_count"), "1");
+    assert!(
+        sample(&after, "trawl_query_search_seconds_sum")
+            .parse::<f64>()
+            .unwrap()
+            > 0.0
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]

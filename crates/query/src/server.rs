@@ -2,7 +2,7 @@
 //!
 //! - `POST /v1/search` — a [`SearchRequest`] as JSON → a [`SearchResponse`].
 //! - `GET /healthz` — 200 once a generation is served (503 before), with its number only.
-//! - `GET /metrics` — Prometheus text: request counts, latency histograms, the generation.
+//! - `GET /metrics` — OpenMetrics text: request counts, latency histograms, the generation.
 //! - `GET /openapi.json` — the OpenAPI 3.1 description of the above.
 //!
 //! With tokens configured every search needs `Authorization: Bearer <token>`, and sees only
@@ -20,7 +20,6 @@
 //! sends its own name).
 
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use axum::extract::{Request, State};
@@ -33,7 +32,7 @@ use trawl_core::config::ServeConfig;
 use crate::QueryError;
 use crate::access::Tokens;
 use crate::request::SearchRequest;
-use crate::service::Searcher;
+use crate::service::{OPENMETRICS_TEXT, Searcher};
 
 /// What the handlers share.
 #[derive(Clone, Debug)]
@@ -159,7 +158,7 @@ async fn defend(
     if let Some(host) = host
         && !guard.hosts.allows(&host)
     {
-        m.refused.fetch_add(1, Ordering::Relaxed);
+        m.refused.inc();
         return error(
             StatusCode::MISDIRECTED_REQUEST,
             &format!(
@@ -169,7 +168,7 @@ async fn defend(
         );
     }
     if req.method() == Method::POST && !is_json(req.headers()) {
-        m.refused.fetch_add(1, Ordering::Relaxed);
+        m.refused.inc();
         return error(
             StatusCode::UNSUPPORTED_MEDIA_TYPE,
             "send the request with `Content-Type: application/json`",
@@ -178,7 +177,7 @@ async fn defend(
     match tokio::time::timeout(guard.request_timeout, next.run(req)).await {
         Ok(r) => r,
         Err(_) => {
-            m.timeouts.fetch_add(1, Ordering::Relaxed);
+            m.timeouts.inc();
             busy(&format!(
                 "the request took over {} s (serve.request_timeout_secs): try again, or narrow the query",
                 guard.request_timeout.as_secs()
@@ -243,7 +242,7 @@ async fn search(State(app): State<App>, req: Request) -> Response {
     let access = match app.tokens.check(bearer(req.headers())) {
         Ok(a) => a,
         Err(e) => {
-            m.unauthorized.fetch_add(1, Ordering::Relaxed);
+            m.unauthorized.inc();
             return e.into_response();
         }
     };
@@ -259,7 +258,7 @@ async fn search(State(app): State<App>, req: Request) -> Response {
     {
         Ok(Some(body)) => body,
         Ok(None) => {
-            m.bad_requests.fetch_add(1, Ordering::Relaxed);
+            m.bad_requests.inc();
             return error(
                 StatusCode::PAYLOAD_TOO_LARGE,
                 &format!(
@@ -269,7 +268,7 @@ async fn search(State(app): State<App>, req: Request) -> Response {
             );
         }
         Err(_) => {
-            m.timeouts.fetch_add(1, Ordering::Relaxed);
+            m.timeouts.inc();
             return error(
                 StatusCode::REQUEST_TIMEOUT,
                 &format!(
@@ -282,7 +281,7 @@ async fn search(State(app): State<App>, req: Request) -> Response {
     let request: SearchRequest = match serde_json::from_slice(&body) {
         Ok(r) => r,
         Err(e) => {
-            m.bad_requests.fetch_add(1, Ordering::Relaxed);
+            m.bad_requests.inc();
             return error(
                 StatusCode::BAD_REQUEST,
                 &format!(
@@ -295,7 +294,7 @@ async fn search(State(app): State<App>, req: Request) -> Response {
     let Ok(Ok(_slot)) =
         tokio::time::timeout(app.guard.queue, app.guard.searches.clone().acquire_owned()).await
     else {
-        m.saturated.fetch_add(1, Ordering::Relaxed);
+        m.saturated.inc();
         return busy(
             "every search slot is taken (serve.max_concurrent_searches): retry after the Retry-After seconds",
         );
@@ -304,8 +303,8 @@ async fn search(State(app): State<App>, req: Request) -> Response {
         Ok(r) => axum::Json(r).into_response(),
         Err(e) => {
             match &e {
-                QueryError::BadRequest(_) => m.bad_requests.fetch_add(1, Ordering::Relaxed),
-                _ => m.errors.fetch_add(1, Ordering::Relaxed),
+                QueryError::BadRequest(_) => m.bad_requests.inc(),
+                _ => m.errors.inc(),
             };
             if !matches!(e, QueryError::BadRequest(_)) {
                 tracing::error!(error = %e, "search failed");
@@ -350,80 +349,19 @@ async fn healthz(State(app): State<App>) -> Response {
 }
 
 async fn metrics(State(app): State<App>) -> Response {
-    use std::fmt::Write;
     let m = &app.searcher.metrics;
-    let mut out = String::new();
-    let g = |a: &std::sync::atomic::AtomicU64| a.load(Ordering::Relaxed);
-    let counters = [
-        (
-            "trawl_query_searches_total",
-            "Searches answered.",
-            &m.searches,
-        ),
-        (
-            "trawl_query_bad_requests_total",
-            "Requests refused as malformed or over a limit.",
-            &m.bad_requests,
-        ),
-        (
-            "trawl_query_unauthorized_total",
-            "Requests without a valid bearer token.",
-            &m.unauthorized,
-        ),
-        (
-            "trawl_query_errors_total",
-            "Searches that failed.",
-            &m.errors,
-        ),
-        (
-            "trawl_query_generation_swaps_total",
-            "Index generations loaded.",
-            &m.generation_swaps,
-        ),
-        (
-            "trawl_query_refused_total",
-            "Requests refused for their Host or Content-Type (DNS rebinding, cross-site posts).",
-            &m.refused,
-        ),
-        (
-            "trawl_query_saturated_total",
-            "Searches answered 503 because every search slot was taken.",
-            &m.saturated,
-        ),
-        (
-            "trawl_query_timeouts_total",
-            "Requests cut by the body or the whole-request timeout.",
-            &m.timeouts,
-        ),
-        (
-            "trawl_query_rerank_failures_total",
-            "Searches answered without the reranker because it failed.",
-            &m.rerank_failures,
-        ),
-    ];
-    for (name, help, v) in counters {
-        let _ = writeln!(
-            out,
-            "# HELP {name} {help}\n# TYPE {name} counter\n{name} {}",
-            g(v)
-        );
+    m.generation
+        .set(app.searcher.generation().map_or(0, |g| g.number as i64));
+    match m.encode() {
+        Ok(text) => ([(header::CONTENT_TYPE, OPENMETRICS_TEXT)], text).into_response(),
+        Err(e) => {
+            tracing::error!(error = %e, "cannot encode the metrics");
+            error(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "the metrics could not be encoded",
+            )
+        }
     }
-    let generation = app.searcher.generation().map_or(0, |g| g.number);
-    let _ = writeln!(
-        out,
-        "# HELP trawl_query_generation The index generation served.\n# TYPE trawl_query_generation gauge\ntrawl_query_generation {generation}"
-    );
-    m.search_seconds.render(
-        "trawl_query_search_seconds",
-        "Search latency, excluding the query embedding.",
-        &mut out,
-    );
-    m.embed_seconds.render(
-        "trawl_query_embed_seconds",
-        "Query embedding latency.",
-        &mut out,
-    );
-    ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], out).into_response()
 }
 
 async fn openapi() -> Response {

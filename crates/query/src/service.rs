@@ -3,10 +3,13 @@
 //! generation's vector space, the optional reranker, and the service's counters.
 
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant};
 
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::Histogram;
+use prometheus_client::registry::{Metric, Registry};
 use trawl_core::config::{Config, EmbedConfig, EmbedderKind, QueryConfig};
 use trawl_core::space::{Dtype, Space};
 use trawl_core::store::Store;
@@ -23,25 +26,31 @@ use crate::search::{self, Filter};
 /// The note of a search the reranker failed; the reason is in the server's log.
 pub const RERANK_FAILED: &str = "not reranked: the reranker failed (the reason is in the server log); results are in fused order";
 
-/// Counters of the service, exported on `/metrics`.
-#[derive(Debug, Default)]
+/// The service's counters, gauge and histograms, exported on `/metrics`: typed
+/// `prometheus-client` metrics in one registry per searcher, encoded as OpenMetrics text.
+/// Counter families are named without `_total` (the encoder appends it to the samples), so
+/// the series are `trawl_query_searches_total` and so on.
+#[derive(Debug)]
 pub struct Metrics {
-    pub searches: AtomicU64,
-    pub bad_requests: AtomicU64,
-    pub unauthorized: AtomicU64,
-    pub errors: AtomicU64,
-    pub generation_swaps: AtomicU64,
-    pub rerank_failures: AtomicU64,
+    pub searches: Counter,
+    pub bad_requests: Counter,
+    pub unauthorized: Counter,
+    pub errors: Counter,
+    pub generation_swaps: Counter,
     /// Requests refused for their `Host` or `Content-Type`.
-    pub refused: AtomicU64,
+    pub refused: Counter,
     /// Searches answered 503 because every slot was taken.
-    pub saturated: AtomicU64,
+    pub saturated: Counter,
     /// Requests cut by the body or whole-request timeout.
-    pub timeouts: AtomicU64,
+    pub timeouts: Counter,
+    pub rerank_failures: Counter,
+    /// The index generation served (set when `/metrics` is read).
+    pub generation: Gauge,
     /// Search latency (excluding the query embedding), bucketed.
     pub search_seconds: Histogram,
     /// Query embedding latency.
     pub embed_seconds: Histogram,
+    registry: Registry,
 }
 
 /// Upper bounds of the latency buckets, in seconds.
@@ -49,46 +58,101 @@ pub const BUCKETS: [f64; 12] = [
     0.001, 0.0025, 0.005, 0.01, 0.02, 0.03, 0.05, 0.1, 0.25, 0.5, 1.0, 5.0,
 ];
 
-/// A Prometheus histogram.
-#[derive(Debug, Default)]
-pub struct Histogram {
-    counts: [AtomicU64; BUCKETS.len()],
-    count: AtomicU64,
-    /// Sum in microseconds.
-    sum_micros: AtomicU64,
+/// The content type of [`Metrics::encode`]'s text.
+pub const OPENMETRICS_TEXT: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
+
+impl Default for Metrics {
+    fn default() -> Self {
+        let histogram = || Histogram::new(BUCKETS);
+        let m = Self {
+            searches: Counter::default(),
+            bad_requests: Counter::default(),
+            unauthorized: Counter::default(),
+            errors: Counter::default(),
+            generation_swaps: Counter::default(),
+            refused: Counter::default(),
+            saturated: Counter::default(),
+            timeouts: Counter::default(),
+            rerank_failures: Counter::default(),
+            generation: Gauge::default(),
+            search_seconds: histogram(),
+            embed_seconds: histogram(),
+            registry: Registry::default(),
+        };
+        let mut registry = Registry::default();
+        // The registry ends each help text with a period.
+        fn add(registry: &mut Registry, name: &str, help: &str, metric: impl Metric) {
+            registry.register(name, help.trim_end_matches('.'), metric);
+        }
+        for (name, help, counter) in [
+            ("trawl_query_searches", "Searches answered.", &m.searches),
+            (
+                "trawl_query_bad_requests",
+                "Requests refused as malformed or over a limit.",
+                &m.bad_requests,
+            ),
+            (
+                "trawl_query_unauthorized",
+                "Requests without a valid bearer token.",
+                &m.unauthorized,
+            ),
+            ("trawl_query_errors", "Searches that failed.", &m.errors),
+            (
+                "trawl_query_generation_swaps",
+                "Index generations loaded.",
+                &m.generation_swaps,
+            ),
+            (
+                "trawl_query_refused",
+                "Requests refused for their Host or Content-Type (DNS rebinding, cross-site posts).",
+                &m.refused,
+            ),
+            (
+                "trawl_query_saturated",
+                "Searches answered 503 because every search slot was taken.",
+                &m.saturated,
+            ),
+            (
+                "trawl_query_timeouts",
+                "Requests cut by the body or the whole-request timeout.",
+                &m.timeouts,
+            ),
+            (
+                "trawl_query_rerank_failures",
+                "Searches answered without the reranker because it failed.",
+                &m.rerank_failures,
+            ),
+        ] {
+            add(&mut registry, name, help, counter.clone());
+        }
+        add(
+            &mut registry,
+            "trawl_query_generation",
+            "The index generation served.",
+            m.generation.clone(),
+        );
+        add(
+            &mut registry,
+            "trawl_query_search_seconds",
+            "Search latency, excluding the query embedding.",
+            m.search_seconds.clone(),
+        );
+        add(
+            &mut registry,
+            "trawl_query_embed_seconds",
+            "Query embedding latency.",
+            m.embed_seconds.clone(),
+        );
+        Self { registry, ..m }
+    }
 }
 
-impl Histogram {
-    pub fn observe(&self, seconds: f64) {
-        for (b, c) in BUCKETS.iter().zip(&self.counts) {
-            if seconds <= *b {
-                c.fetch_add(1, Ordering::Relaxed);
-            }
-        }
-        self.count.fetch_add(1, Ordering::Relaxed);
-        self.sum_micros
-            .fetch_add((seconds * 1e6) as u64, Ordering::Relaxed);
-    }
-
-    /// The histogram in Prometheus text format.
-    pub fn render(&self, name: &str, help: &str, out: &mut String) {
-        use std::fmt::Write;
-        let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} histogram");
-        for (b, c) in BUCKETS.iter().zip(&self.counts) {
-            let _ = writeln!(
-                out,
-                "{name}_bucket{{le=\"{b}\"}} {}",
-                c.load(Ordering::Relaxed)
-            );
-        }
-        let n = self.count.load(Ordering::Relaxed);
-        let _ = writeln!(out, "{name}_bucket{{le=\"+Inf\"}} {n}");
-        let _ = writeln!(
-            out,
-            "{name}_sum {}",
-            self.sum_micros.load(Ordering::Relaxed) as f64 / 1e6
-        );
-        let _ = writeln!(out, "{name}_count {n}");
+impl Metrics {
+    /// Every metric as OpenMetrics text ([`OPENMETRICS_TEXT`]).
+    pub fn encode(&self) -> Result<String, std::fmt::Error> {
+        let mut out = String::new();
+        prometheus_client::encoding::text::encode(&mut out, &self.registry)?;
+        Ok(out)
     }
 }
 
@@ -224,7 +288,7 @@ impl Searcher {
 
     /// Loads the generation `CURRENT` names if it is not the one served, then swaps it in.
     /// Returns the new generation's number when it swapped.
-    pub async fn refresh(&self) -> Result<Option<u64>, QueryError> {
+    pub async fn refresh(&self) -> Result<Option<trawl_core::ids::Generation>, QueryError> {
         let Some((cur, _)) = trawl_index::generation::current(&self.store).await? else {
             return Ok(None);
         };
@@ -260,9 +324,7 @@ impl Searcher {
             .write()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
             .replace(g.clone());
-        self.metrics
-            .generation_swaps
-            .fetch_add(1, Ordering::Relaxed);
+        self.metrics.generation_swaps.inc();
         if self.store.local_dir().is_none() {
             let keep: Vec<&Generation> =
                 std::iter::once(g.as_ref()).chain(old.as_deref()).collect();
@@ -280,7 +342,7 @@ impl Searcher {
         loop {
             tokio::time::sleep(every).await;
             match self.refresh().await {
-                Ok(Some(g)) => tracing::info!(generation = g, "now serving a new generation"),
+                Ok(Some(g)) => tracing::info!(generation = g.0, "now serving a new generation"),
                 Ok(None) => {}
                 Err(e) => {
                     tracing::warn!(error = %e, "cannot load the new generation; still serving the old one");
@@ -477,7 +539,7 @@ impl Searcher {
             match self.rerank(r, &g, &req.query, &candidates).await {
                 Ok(c) => candidates = c,
                 Err(e) => {
-                    self.metrics.rerank_failures.fetch_add(1, Ordering::Relaxed);
+                    self.metrics.rerank_failures.inc();
                     // The reason stays in the server's log: it can carry what the provider
                     // said about the account, which is no client's business.
                     tracing::warn!(error = %e, "reranking failed; answering in fused order");
@@ -490,7 +552,7 @@ impl Searcher {
         let results = search::finish(&g, &candidates, k, req.expand, &access);
         search_s += t3.elapsed().as_secs_f64();
         self.metrics.search_seconds.observe(search_s);
-        self.metrics.searches.fetch_add(1, Ordering::Relaxed);
+        self.metrics.searches.inc();
         Ok(SearchResponse {
             generation: g.number,
             mode: req.mode,
