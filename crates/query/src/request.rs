@@ -2,11 +2,14 @@
 //! `POST /v1/search` and the library.
 
 use serde::{Deserialize, Deserializer, Serialize};
+use utoipa::ToSchema;
+use utoipa::openapi::RefOr;
+use utoipa::openapi::schema::{ArrayBuilder, ObjectBuilder, OneOfBuilder, Schema, Type};
 
 use crate::QueryError;
 
 /// Which arms a search runs.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum Mode {
     /// ANN and BM25, fused.
@@ -45,31 +48,57 @@ impl Mode {
 /// Default number of results.
 pub const DEFAULT_K: usize = 10;
 
+/// Values a filter may list.
+pub const MAX_FILTER_VALUES: usize = 64;
+
+/// A filter in the OpenAPI document: one string or a list of them.
+fn one_or_many_schema() -> RefOr<Schema> {
+    let string = || ObjectBuilder::new().schema_type(Type::String);
+    OneOfBuilder::new()
+        .item(string())
+        .item(
+            ArrayBuilder::new()
+                .items(string())
+                .max_items(Some(MAX_FILTER_VALUES)),
+        )
+        .into()
+}
+
 /// A search. Filters take one value or a list; values of one filter are OR'ed, filters are
 /// AND'ed. Unknown fields are refused.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct SearchRequest {
+    /// Words, an identifier, a qualified name or an error message.
+    #[schema(min_length = 1)]
     pub query: String,
     /// Results wanted (default 10).
     #[serde(default)]
+    #[schema(minimum = 1, default = json!(DEFAULT_K))]
     pub k: Option<usize>,
     /// Repository ids or patterns (`github.com/acme/*`).
     #[serde(default, deserialize_with = "one_or_many")]
+    #[schema(schema_with = one_or_many_schema)]
     pub repo: Vec<String>,
     /// Languages (`python`, `rust`, …).
     #[serde(default, deserialize_with = "one_or_many")]
+    #[schema(schema_with = one_or_many_schema)]
     pub lang: Vec<String>,
     /// Path globs (`src/**/*.py`, `**/http/*`); a pattern without a `*` matches a path prefix.
     #[serde(default, deserialize_with = "one_or_many")]
+    #[schema(schema_with = one_or_many_schema)]
     pub path: Vec<String>,
     /// Chunk kinds (`function`, `method`, `class`, `section`, …).
     #[serde(default, deserialize_with = "one_or_many")]
+    #[schema(schema_with = one_or_many_schema)]
     pub kind: Vec<String>,
     /// Attach parent, siblings and callees of each result as context.
     #[serde(default)]
+    #[schema(default = false)]
     pub expand: bool,
+    /// Which arms run: ANN and BM25 fused (`hybrid`), ANN only or BM25 only.
     #[serde(default)]
+    #[schema(inline, default = Mode::default)]
     pub mode: Mode,
 }
 
@@ -117,9 +146,9 @@ impl SearchRequest {
             ("path", &self.path),
             ("kind", &self.kind),
         ] {
-            if values.len() > 64 {
+            if values.len() > MAX_FILTER_VALUES {
                 return bad(format!(
-                    "at most 64 values per filter, got {} for {name}",
+                    "at most {MAX_FILTER_VALUES} values per filter, got {} for {name}",
                     values.len()
                 ));
             }
@@ -134,7 +163,7 @@ impl SearchRequest {
 }
 
 /// A chunk as a result or its context shows it: where it is and what it says.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, ToSchema)]
 pub struct Cited {
     pub repo: String,
     pub commit: String,
@@ -146,11 +175,30 @@ pub struct Cited {
     pub text: String,
 }
 
+/// What a context chunk is to its result: `member` / `container` / `overlap` (a hit
+/// collapsed into the result) or `parent` / `sibling` / `callee` / `caller` (graph expansion).
+pub const RELATIONS: [&str; 7] = [
+    "member",
+    "container",
+    "overlap",
+    "parent",
+    "sibling",
+    "callee",
+    "caller",
+];
+
+/// [`Context::relation`] in the OpenAPI document: one of [`RELATIONS`].
+fn relation_schema() -> RefOr<Schema> {
+    ObjectBuilder::new()
+        .schema_type(Type::String)
+        .enum_values(Some(RELATIONS))
+        .into()
+}
+
 /// A chunk shown beside a result, and why.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, ToSchema)]
 pub struct Context {
-    /// `container` / `member` / `overlap` (a hit collapsed into this result) or `parent` /
-    /// `sibling` / `callee` (graph expansion).
+    #[schema(schema_with = relation_schema)]
     pub relation: String,
     #[serde(flatten)]
     pub chunk: Cited,
@@ -164,7 +212,7 @@ impl std::ops::Deref for Context {
 }
 
 /// One result.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, ToSchema)]
 pub struct Hit {
     #[serde(flatten)]
     pub chunk: Cited,
@@ -185,6 +233,14 @@ impl std::ops::Deref for Hit {
 impl Hit {
     /// `repo@commit:path#Lstart-Lend`.
     pub fn citation(&self) -> String {
+        if self.kind == "commit" {
+            // A commit message cites the commit itself.
+            return format!(
+                "{}@{}",
+                self.repo,
+                &self.commit[..self.commit.len().min(12)]
+            );
+        }
         format!(
             "{}@{}:{}#L{}-L{}",
             self.repo,
@@ -197,9 +253,10 @@ impl Hit {
 }
 
 /// The answer to a search.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, ToSchema)]
 pub struct SearchResponse {
     /// The index generation searched.
+    #[schema(value_type = u64)]
     pub generation: u64,
     pub mode: Mode,
     pub results: Vec<Hit>,
@@ -210,6 +267,13 @@ pub struct SearchResponse {
     pub search_ms: f64,
     /// Time embedding the query.
     pub embed_ms: f64,
+}
+
+/// The body of every answer that is not a result: what went wrong and what to do.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, ToSchema)]
+#[schema(as = Error)]
+pub struct ErrorBody {
+    pub error: String,
 }
 
 #[cfg(test)]

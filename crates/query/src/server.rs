@@ -31,7 +31,7 @@ use trawl_core::config::ServeConfig;
 
 use crate::QueryError;
 use crate::access::Tokens;
-use crate::request::SearchRequest;
+use crate::request::{Cited, Context, ErrorBody, Hit, Mode, SearchRequest, SearchResponse};
 use crate::service::{OPENMETRICS_TEXT, Searcher};
 
 /// What the handlers share.
@@ -206,7 +206,10 @@ fn busy(message: &str) -> Response {
 }
 
 fn error(status: StatusCode, message: &str) -> Response {
-    (status, axum::Json(serde_json::json!({ "error": message }))).into_response()
+    let body = ErrorBody {
+        error: message.to_owned(),
+    };
+    (status, axum::Json(body)).into_response()
 }
 
 impl IntoResponse for QueryError {
@@ -237,6 +240,22 @@ fn bearer(headers: &HeaderMap) -> Option<&str> {
         .map(str::trim)
 }
 
+#[utoipa::path(
+    post,
+    path = "/v1/search",
+    summary = "Search the index",
+    request_body(content = SearchRequest, content_type = "application/json"),
+    responses(
+        (status = 200, description = "Ranked results", body = SearchResponse),
+        (status = 400, description = "Malformed request or a value out of range", body = ErrorBody),
+        (status = 401, description = "Missing or unknown bearer token", body = ErrorBody),
+        (status = 408, description = "The body did not arrive in time", body = ErrorBody),
+        (status = 413, description = "Request body too large", body = ErrorBody),
+        (status = 415, description = "Content-Type is not application/json", body = ErrorBody),
+        (status = 421, description = "The Host is not one this server answers to", body = ErrorBody),
+        (status = 503, description = "No index generation loaded yet, every search slot taken (with Retry-After), or the request took too long", body = ErrorBody),
+    )
+)]
 async fn search(State(app): State<App>, req: Request) -> Response {
     let m = &app.searcher.metrics;
     let access = match app.tokens.check(bearer(req.headers())) {
@@ -336,6 +355,16 @@ async fn read_bounded(body: axum::body::Body, limit: usize) -> Option<bytes::Byt
     (seen <= limit).then(|| bytes::Bytes::from(kept))
 }
 
+#[utoipa::path(
+    get,
+    path = "/healthz",
+    summary = "Readiness: a generation is loaded",
+    security(()),
+    responses(
+        (status = 200, description = "Serving"),
+        (status = 503, description = "No generation yet")
+    )
+)]
 async fn healthz(State(app): State<App>) -> Response {
     match app.searcher.generation() {
         Some(g) => {
@@ -348,6 +377,13 @@ async fn healthz(State(app): State<App>) -> Response {
     }
 }
 
+#[utoipa::path(
+    get,
+    path = "/metrics",
+    summary = "Prometheus metrics",
+    security(()),
+    responses((status = 200, description = "Text exposition format"))
+)]
 async fn metrics(State(app): State<App>) -> Response {
     let m = &app.searcher.metrics;
     m.generation
@@ -364,98 +400,51 @@ async fn metrics(State(app): State<App>) -> Response {
     }
 }
 
+#[utoipa::path(
+    get,
+    path = "/openapi.json",
+    summary = "This document",
+    security(()),
+    responses((status = 200, description = "OpenAPI 3.1"))
+)]
 async fn openapi() -> Response {
     axum::Json(openapi_document()).into_response()
 }
 
+/// The OpenAPI 3.1 document of the service, derived from the request and response types and
+/// the handlers' annotations.
+#[derive(utoipa::OpenApi)]
+#[openapi(
+    info(
+        title = "trawl query service",
+        description = "Hybrid (vector + BM25) code search over the live index generation. Filters and access control apply inside the search."
+    ),
+    paths(search, healthz, metrics, openapi),
+    components(schemas(SearchRequest, Context, Cited, Hit, SearchResponse, Mode, ErrorBody)),
+    modifiers(&BearerScheme),
+    security(("bearer" = []))
+)]
+struct Document;
+
+/// The `bearer` security scheme of `/v1/search`.
+struct BearerScheme;
+
+impl utoipa::Modify for BearerScheme {
+    fn modify(&self, openapi: &mut utoipa::openapi::OpenApi) {
+        use utoipa::openapi::security::{Http, HttpAuthScheme, SecurityScheme};
+        openapi
+            .components
+            .get_or_insert_with(Default::default)
+            .add_security_scheme(
+                "bearer",
+                SecurityScheme::Http(Http::new(HttpAuthScheme::Bearer)),
+            );
+    }
+}
+
 /// The OpenAPI 3.1 document of the service.
-pub fn openapi_document() -> serde_json::Value {
-    let strings = serde_json::json!({
-        "oneOf": [{"type": "string"}, {"type": "array", "items": {"type": "string"}, "maxItems": 64}]
-    });
-    let context = serde_json::json!({
-        "type": "object",
-        "required": ["relation", "repo", "commit", "path", "start_line", "end_line", "kind", "text"],
-        "properties": {
-            "relation": {"type": "string", "enum": ["member", "container", "overlap", "parent", "sibling", "callee", "caller"]},
-            "repo": {"type": "string"}, "commit": {"type": "string"}, "path": {"type": "string"},
-            "start_line": {"type": "integer"}, "end_line": {"type": "integer"},
-            "symbol": {"type": ["string", "null"]}, "kind": {"type": "string"}, "text": {"type": "string"}
-        }
-    });
-    serde_json::json!({
-        "openapi": "3.1.0",
-        "info": {
-            "title": "trawl query service",
-            "version": env!("CARGO_PKG_VERSION"),
-            "description": "Hybrid (vector + BM25) code search over the live index generation. Filters and access control apply inside the search."
-        },
-        "components": {
-            "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}},
-            "schemas": {
-                "SearchRequest": {
-                    "type": "object",
-                    "additionalProperties": false,
-                    "required": ["query"],
-                    "properties": {
-                        "query": {"type": "string", "minLength": 1, "description": "Words, an identifier, a qualified name or an error message."},
-                        "k": {"type": "integer", "minimum": 1, "default": 10},
-                        "repo": strings.clone(),
-                        "lang": strings.clone(),
-                        "path": strings.clone(),
-                        "kind": strings,
-                        "expand": {"type": "boolean", "default": false, "description": "Attach parent, siblings and callees as context."},
-                        "mode": {"type": "string", "enum": ["hybrid", "vector", "lexical"], "default": "hybrid"}
-                    }
-                },
-                "Context": context,
-                "Hit": {
-                    "type": "object",
-                    "required": ["repo", "commit", "path", "start_line", "end_line", "kind", "score", "text"],
-                    "properties": {
-                        "repo": {"type": "string"}, "commit": {"type": "string"}, "path": {"type": "string"},
-                        "start_line": {"type": "integer"}, "end_line": {"type": "integer"},
-                        "symbol": {"type": ["string", "null"]}, "kind": {"type": "string"},
-                        "score": {"type": "number"}, "text": {"type": "string"},
-                        "language": {"type": "string"}, "chunk_id": {"type": "string"},
-                        "context": {"type": "array", "items": {"$ref": "#/components/schemas/Context"}}
-                    }
-                },
-                "SearchResponse": {
-                    "type": "object",
-                    "required": ["generation", "mode", "results", "search_ms", "embed_ms"],
-                    "properties": {
-                        "generation": {"type": "integer"},
-                        "mode": {"type": "string"},
-                        "results": {"type": "array", "items": {"$ref": "#/components/schemas/Hit"}},
-                        "notes": {"type": "array", "items": {"type": "string"}},
-                        "search_ms": {"type": "number"}, "embed_ms": {"type": "number"}
-                    }
-                },
-                "Error": {"type": "object", "required": ["error"], "properties": {"error": {"type": "string"}}}
-            }
-        },
-        "security": [{"bearer": []}],
-        "paths": {
-            "/v1/search": {"post": {
-                "summary": "Search the index",
-                "requestBody": {"required": true, "content": {"application/json": {"schema": {"$ref": "#/components/schemas/SearchRequest"}}}},
-                "responses": {
-                    "200": {"description": "Ranked results", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/SearchResponse"}}}},
-                    "400": {"description": "Malformed request or a value out of range", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}},
-                    "401": {"description": "Missing or unknown bearer token", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}},
-                    "408": {"description": "The body did not arrive in time", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}},
-                    "413": {"description": "Request body too large", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}},
-                    "415": {"description": "Content-Type is not application/json", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}},
-                    "421": {"description": "The Host is not one this server answers to", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}},
-                    "503": {"description": "No index generation loaded yet, every search slot taken (with Retry-After), or the request took too long", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}}
-                }
-            }},
-            "/healthz": {"get": {"summary": "Readiness: a generation is loaded", "security": [], "responses": {"200": {"description": "Serving"}, "503": {"description": "No generation yet"}}}},
-            "/metrics": {"get": {"summary": "Prometheus metrics", "security": [], "responses": {"200": {"description": "Text exposition format"}}}},
-            "/openapi.json": {"get": {"summary": "This document", "security": [], "responses": {"200": {"description": "OpenAPI 3.1"}}}}
-        }
-    })
+pub fn openapi_document() -> utoipa::openapi::OpenApi {
+    <Document as utoipa::OpenApi>::openapi()
 }
 
 /// How connections are accepted: TLS or not, their number, the time to send headers.
@@ -667,5 +656,148 @@ mod tests {
         assert!(!with("application/x-www-form-urlencoded"));
         assert!(!with("application/jsonp"));
         assert!(!is_json(&HeaderMap::new()));
+    }
+
+    /// The property names of component `name`, through `allOf` and `$ref`.
+    fn properties(doc: &serde_json::Value, name: &str) -> std::collections::BTreeSet<String> {
+        let schema = &doc["components"]["schemas"][name];
+        assert!(schema.is_object(), "no schema {name}");
+        let mut out: std::collections::BTreeSet<String> = schema["properties"]
+            .as_object()
+            .map(|p| p.keys().cloned().collect())
+            .unwrap_or_default();
+        for part in schema["allOf"].as_array().into_iter().flatten() {
+            if let Some(r) = part["$ref"].as_str() {
+                out.extend(properties(
+                    doc,
+                    r.trim_start_matches("#/components/schemas/"),
+                ));
+            }
+            if let Some(p) = part["properties"].as_object() {
+                out.extend(p.keys().cloned());
+            }
+        }
+        out
+    }
+
+    /// Every key of `value` (a JSON object) is a property of schema `name`.
+    fn covered(doc: &serde_json::Value, name: &str, value: &serde_json::Value) {
+        let props = properties(doc, name);
+        let keys: std::collections::BTreeSet<String> =
+            value.as_object().unwrap().keys().cloned().collect();
+        let missing: Vec<_> = keys.difference(&props).collect();
+        assert!(missing.is_empty(), "{name} lacks {missing:?}");
+        assert_eq!(
+            keys, props,
+            "{name}: the document has properties the type has not"
+        );
+    }
+
+    #[test]
+    fn the_openapi_document_covers_every_field_of_the_request_and_response_types() {
+        use crate::request::{Cited, Context, ErrorBody, Hit, Mode, SearchResponse};
+        let doc = serde_json::to_value(openapi_document()).unwrap();
+        let cited = Cited {
+            repo: "r".into(),
+            commit: "c".into(),
+            path: "p".into(),
+            start_line: 1,
+            end_line: 2,
+            symbol: Some("s".into()),
+            kind: "function".into(),
+            text: "t".into(),
+        };
+        let response = SearchResponse {
+            generation: serde_json::from_value(serde_json::json!(3)).unwrap(),
+            mode: Mode::Lexical,
+            results: vec![Hit {
+                chunk: cited.clone(),
+                score: 0.5,
+                language: "python".into(),
+                chunk_id: "id".into(),
+                context: vec![Context {
+                    relation: "caller".into(),
+                    chunk: cited,
+                }],
+            }],
+            notes: vec!["n".into()],
+            search_ms: 1.0,
+            embed_ms: 2.0,
+        };
+        let v = serde_json::to_value(&response).unwrap();
+        covered(&doc, "SearchResponse", &v);
+        covered(&doc, "Hit", &v["results"][0]);
+        covered(&doc, "Context", &v["results"][0]["context"][0]);
+        let request = SearchRequest {
+            query: "q".into(),
+            k: Some(5),
+            repo: vec!["a".into()],
+            lang: vec!["rust".into()],
+            path: vec!["src/".into()],
+            kind: vec!["function".into()],
+            expand: true,
+            mode: Mode::Vector,
+        };
+        covered(
+            &doc,
+            "SearchRequest",
+            &serde_json::to_value(&request).unwrap(),
+        );
+        let error = ErrorBody { error: "e".into() };
+        covered(&doc, "Error", &serde_json::to_value(&error).unwrap());
+    }
+
+    #[test]
+    fn the_openapi_document_says_what_the_service_does() {
+        let doc = serde_json::to_value(openapi_document()).unwrap();
+        assert_eq!(doc["openapi"], "3.1.0");
+        assert_eq!(
+            doc["components"]["securitySchemes"]["bearer"],
+            serde_json::json!({"type": "http", "scheme": "bearer"})
+        );
+        assert_eq!(doc["security"], serde_json::json!([{"bearer": []}]));
+        let schemas = &doc["components"]["schemas"];
+        let request = &schemas["SearchRequest"];
+        assert_eq!(request["additionalProperties"], false);
+        assert_eq!(request["required"], serde_json::json!(["query"]));
+        let p = &request["properties"];
+        assert_eq!(p["query"]["minLength"], 1);
+        assert_eq!(
+            (&p["k"]["minimum"], &p["k"]["default"]),
+            (&1.into(), &10.into())
+        );
+        assert_eq!(p["expand"]["default"], false);
+        assert_eq!(p["mode"]["default"], "hybrid");
+        assert_eq!(p["repo"]["oneOf"][1]["maxItems"], 64);
+        let modes = serde_json::json!(["hybrid", "vector", "lexical"]);
+        assert_eq!(p["mode"]["oneOf"][0]["enum"], modes);
+        assert_eq!(schemas["Mode"]["enum"], modes);
+        let relation = &schemas["Context"]["allOf"][1]["properties"]["relation"];
+        assert_eq!(
+            relation["enum"],
+            serde_json::json!(crate::request::RELATIONS)
+        );
+        assert_eq!(crate::request::RELATIONS.len(), 7);
+        let search = &doc["paths"]["/v1/search"]["post"];
+        let statuses: Vec<&String> = search["responses"].as_object().unwrap().keys().collect();
+        assert_eq!(
+            statuses,
+            ["200", "400", "401", "408", "413", "415", "421", "503"]
+        );
+        assert_eq!(
+            search["responses"]["413"]["description"],
+            "Request body too large"
+        );
+        assert_eq!(
+            search["responses"]["400"]["content"]["application/json"]["schema"]["$ref"],
+            "#/components/schemas/Error"
+        );
+        for path in ["/healthz", "/metrics", "/openapi.json"] {
+            assert_eq!(
+                doc["paths"][path]["get"]["security"],
+                serde_json::json!([{}]),
+                "{path}"
+            );
+        }
     }
 }
