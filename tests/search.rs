@@ -879,10 +879,10 @@ async fn a_new_generation_is_swapped_in_while_queries_run_and_none_fails() {
         .await
         .unwrap();
     let swapped = s.searcher.refresh().await.unwrap();
-    assert_eq!(swapped, Some(first + 1));
+    assert_eq!(swapped, Some(first.next()));
     let (st, v) = post(&s.url, None, r#"{"query":"resolve_proxy_for","k":1}"#).await;
     assert_eq!(st, 200);
-    assert_eq!(v["generation"], first + 1);
+    assert_eq!(v["generation"], first.next().0);
     assert_eq!(v["results"][0]["path"], "http/proxy.py");
     // Deleted in the new generation: README.md is gone from search.
     let (_, v) = post(

@@ -8,6 +8,7 @@ use trawl_compactor::Progress;
 use trawl_compactor::live::Completion;
 use trawl_compactor::run::{RunError, WaitObserver, WaitOptions, Waited};
 use trawl_core::config::{Config, EmbedderKind};
+use trawl_core::ids::Generation;
 use trawl_core::space::Space;
 
 #[derive(clap::Args)]
@@ -166,8 +167,8 @@ impl Progress for Live {
         self.shard.store(k + 1, Ordering::Relaxed);
         self.shards.store(n, Ordering::Relaxed);
     }
-    fn swapping(&self, generation: u64) {
-        self.swapping.store(generation, Ordering::Relaxed);
+    fn swapping(&self, generation: Generation) {
+        self.swapping.store(generation.0, Ordering::Relaxed);
     }
 }
 
@@ -295,7 +296,7 @@ async fn finish(
     live.finish();
     let m = built?;
     totals.builds.fetch_add(1, Ordering::Relaxed);
-    totals.generation.store(m.generation, Ordering::Relaxed);
+    totals.generation.store(m.generation.0, Ordering::Relaxed);
     totals.chunks.store(m.counts.chunks, Ordering::Relaxed);
     totals
         .text_only
@@ -348,12 +349,12 @@ impl WaitRender<'_> {
 }
 
 impl WaitObserver for WaitRender<'_> {
-    fn built_with_stragglers(&self, generation: u64) {
+    fn built_with_stragglers(&self, generation: Generation) {
         eprintln!(
             "compactor: generation {generation} was built with stragglers; waiting for its run to finish"
         );
     }
-    fn waiting_for_run(&self, since: Option<u64>) {
+    fn waiting_for_run(&self, since: Option<Generation>) {
         self.set(match since {
             Some(g) => format!("waiting for a fetch run newer than generation {g}"),
             None => "waiting for a fetch run".into(),
@@ -448,9 +449,13 @@ pub async fn build_from(
 
 fn print_collected(c: &trawl_compactor::run::Collected) {
     let (g, r) = (&c.gc, &c.retention);
+    // The numbers as a list: `[3, 2]`.
+    let numbers = |gs: &[Generation]| format!("{:?}", gs.iter().map(|g| g.0).collect::<Vec<_>>());
     println!(
-        "gc: kept generations {:?}, collected {:?} ({} objects deleted)",
-        g.kept, g.collected, g.objects_deleted
+        "gc: kept generations {}, collected {} ({} objects deleted)",
+        numbers(&g.kept),
+        numbers(&g.collected),
+        g.objects_deleted
     );
     println!(
         "retention: {} run reports, {} large bus payloads, {} superseded manifests, {} repositories no longer listed ({} objects) deleted",

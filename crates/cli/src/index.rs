@@ -106,7 +106,7 @@ impl trawl_pipeline::Observer for Render {
             m.generation, m.counts.text_only
         ));
     }
-    fn unchanged(&self, generation: u64) {
+    fn unchanged(&self, generation: trawl_core::ids::Generation) {
         eprintln!(
             "compact: nothing changed since generation {generation} was built; it stays live"
         );

@@ -17,6 +17,7 @@ use std::time::Instant;
 
 use futures::StreamExt;
 
+use trawl_core::ids::{Generation, RunId};
 use trawl_core::space::Space;
 use trawl_core::store::Store;
 use trawl_index::docs::{DocKey, DocRow};
@@ -46,7 +47,7 @@ pub struct BuildOptions {
     pub merge_tombstone_ratio: f64,
     pub threads: usize,
     /// Run ids recorded in the manifest.
-    pub source_runs: Vec<String>,
+    pub source_runs: Vec<RunId>,
     /// The fingerprint of the live set's inputs, recorded in the manifest.
     pub inputs: Option<String>,
     /// The live chunks table ([`crate::live::LiveSet::table`]), written beside the manifest.
@@ -247,8 +248,13 @@ async fn build_leased(
         Some((cur, _)) => Some(generation::manifest(store, cur.generation).await?),
         None => None,
     };
-    let next =
-        claim_generation(store, current.as_ref().map_or(1, |(c, _)| c.generation + 1)).await?;
+    let next = claim_generation(
+        store,
+        current
+            .as_ref()
+            .map_or(Generation::FIRST, |(c, _)| c.generation.next()),
+    )
+    .await?;
     let reusable = previous.as_ref().filter(|p| {
         !opts.full
             && p.format_version == FORMAT_VERSION

@@ -6,6 +6,7 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use serde::Serialize;
+use trawl_core::ids::Generation;
 use trawl_core::store::Store;
 use trawl_index::generation::{CURRENT, current, generations, manifest, manifest_key};
 
@@ -15,8 +16,8 @@ use crate::lease::{self, Lease};
 /// What [`gc`] removed.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
 pub struct GcReport {
-    pub kept: Vec<u64>,
-    pub collected: Vec<u64>,
+    pub kept: Vec<Generation>,
+    pub collected: Vec<Generation>,
     pub objects_deleted: u64,
 }
 
@@ -51,7 +52,7 @@ async fn gc_leased(store: &Store, keep: usize, grace: Duration) -> Result<GcRepo
         return Ok(GcReport::default());
     };
     let all = generations(store).await?;
-    let mut kept: Vec<u64> = all
+    let mut kept: Vec<Generation> = all
         .iter()
         .copied()
         .filter(|&g| g <= cur.generation)
@@ -60,7 +61,7 @@ async fn gc_leased(store: &Store, keep: usize, grace: Duration) -> Result<GcRepo
         .collect();
     // The grace period: a generation built within it, or one whose successor was (it was
     // live until then, at most).
-    let mut created: BTreeMap<u64, String> = BTreeMap::new();
+    let mut created: BTreeMap<Generation, String> = BTreeMap::new();
     for &g in &all {
         // An unreadable manifest counts as recent: gc never deletes what it cannot date.
         let at = manifest(store, g).await.map(|m| m.created_at);
@@ -102,6 +103,7 @@ async fn gc_leased(store: &Store, keep: usize, grace: Duration) -> Result<GcRepo
             .strip_prefix("index/gen=")
             .and_then(|r| r.split_once('/'))
             .and_then(|(n, _)| n.parse::<u64>().ok())
+            .map(Generation)
         {
             collected.insert(g);
         }

@@ -21,6 +21,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use bytes::Bytes;
 use serde::{Deserialize, Serialize};
+use trawl_core::ids::Generation;
 use trawl_core::store::Store;
 
 use crate::CompactError;
@@ -53,8 +54,8 @@ fn lease_key(epoch: u64) -> String {
     format!("{LEASE_PREFIX}{epoch:020}.json")
 }
 
-fn claim_key(generation: u64) -> String {
-    format!("{CLAIMS_PREFIX}{generation:020}")
+fn claim_key(generation: Generation) -> String {
+    format!("{CLAIMS_PREFIX}{:020}", generation.0)
 }
 
 /// The numbers after `prefix` of the keys under it, ascending.
@@ -270,22 +271,29 @@ fn json<T: Serialize>(v: &T) -> Bytes {
 
 /// Claims the next generation number: one above every claim, every generation listed and
 /// `at_least - 1`. Never returns a number returned before on this store.
-pub async fn claim_generation(store: &Store, at_least: u64) -> Result<u64, CompactError> {
-    let highest_claim = numbered(store, CLAIMS_PREFIX).await?.last().copied();
+pub async fn claim_generation(
+    store: &Store,
+    at_least: Generation,
+) -> Result<Generation, CompactError> {
+    let highest_claim = numbered(store, CLAIMS_PREFIX)
+        .await?
+        .last()
+        .copied()
+        .map(Generation);
     let highest_gen = trawl_index::generation::generations(store)
         .await?
         .last()
         .copied();
     let mut next = highest_claim
         .max(highest_gen)
-        .map_or(1, |g| g + 1)
+        .map_or(Generation::FIRST, Generation::next)
         .max(at_least);
     loop {
         let mine = Bytes::from(unique("claim"));
         if store.create(&claim_key(next), mine).await? {
             return Ok(next);
         }
-        next += 1;
+        next = next.next();
     }
 }
 
@@ -295,7 +303,7 @@ pub async fn prune_claims(store: &Store) -> Result<u64, CompactError> {
     let mut deleted = 0;
     if let Some((_, older)) = claims.split_last() {
         for &c in older {
-            store.delete(&claim_key(c)).await?;
+            store.delete(&claim_key(Generation(c))).await?;
             deleted += 1;
         }
     }
@@ -359,18 +367,21 @@ mod tests {
     #[tokio::test]
     async fn claimed_numbers_are_never_handed_out_twice() {
         let (_d, store) = dir_store();
-        let a = claim_generation(&store, 1).await.unwrap();
-        let b = claim_generation(&store, 1).await.unwrap();
-        assert_eq!((a, b), (1, 2));
+        let a = claim_generation(&store, Generation(1)).await.unwrap();
+        let b = claim_generation(&store, Generation(1)).await.unwrap();
+        assert_eq!((a, b), (Generation(1), Generation(2)));
         assert_eq!(prune_claims(&store).await.unwrap(), 1);
-        assert_eq!(claim_generation(&store, 1).await.unwrap(), 3);
+        assert_eq!(
+            claim_generation(&store, Generation(1)).await.unwrap(),
+            Generation(3)
+        );
         // Concurrent claims all differ.
-        let claims: Vec<u64> = futures::future::join_all((0..8).map(|_| {
+        let claims: Vec<Generation> = futures::future::join_all((0..8).map(|_| {
             let s = store.clone();
-            async move { claim_generation(&s, 1).await.unwrap() }
+            async move { claim_generation(&s, Generation(1)).await.unwrap() }
         }))
         .await;
-        let unique: std::collections::BTreeSet<u64> = claims.iter().copied().collect();
+        let unique: std::collections::BTreeSet<Generation> = claims.iter().copied().collect();
         assert_eq!(unique.len(), 8, "{claims:?}");
     }
 }

@@ -59,7 +59,7 @@ pub trait Progress: Send + Sync {
         let _ = (k, n);
     }
     /// Every shard is written; `CURRENT` is about to point at `generation`.
-    fn swapping(&self, generation: u64) {
+    fn swapping(&self, generation: trawl_core::ids::Generation) {
         let _ = generation;
     }
 }

@@ -34,7 +34,7 @@ use crate::build::LiveDoc;
 pub struct LiveSet {
     pub docs: Vec<LiveDoc>,
     /// The repositories' last fetch runs.
-    pub runs: Vec<String>,
+    pub runs: Vec<RunId>,
     pub repos: usize,
     /// The live chunks as a Parquet file of [`ChunkRecord`]s sorted by (repository, path,
     /// line): the generation's `chunks` table (`index/gen=<n>/chunks.parquet`).
@@ -256,7 +256,7 @@ pub async fn live_set(store: &Store, space: Option<&Space>) -> Result<LiveSet, C
         })
         .collect();
     docs.sort_by_key(|d| d.doc.chunk_id);
-    let mut runs: Vec<String> = states.iter().map(|s| s.last_run.to_string()).collect();
+    let mut runs: Vec<RunId> = states.iter().map(|s| s.last_run.clone()).collect();
     runs.sort();
     runs.dedup();
     Ok(LiveSet {

@@ -8,7 +8,7 @@
 use std::time::{Duration, SystemTime};
 
 use trawl_core::config::CompactConfig;
-use trawl_core::ids::RunId;
+use trawl_core::ids::{Generation, RunId};
 use trawl_core::records::{Stage, rfc3339};
 use trawl_core::space::Space;
 use trawl_core::store::Store;
@@ -147,7 +147,7 @@ pub struct WaitReport {
     pub run: RunId,
     pub waited_seconds: f64,
     pub complete: bool,
-    pub generation: u64,
+    pub generation: Generation,
     #[serde(skip_deserializing)]
     pub completion: Completion,
 }
@@ -157,7 +157,7 @@ pub async fn record_wait(
     store: &Store,
     completion: Completion,
     waited_seconds: f64,
-    generation: u64,
+    generation: Generation,
 ) -> Result<(String, WaitReport), RunError> {
     let report = WaitReport {
         stage: Stage::Compact,
@@ -192,19 +192,19 @@ pub enum Waited {
     Ready(Completion, LiveSet),
     /// No fetch run finished before the deadline (`since`: the live generation it would have
     /// had to be newer than).
-    NoRun { since: Option<u64> },
+    NoRun { since: Option<Generation> },
     /// The run changed nothing the live generation (`generation`) was built from.
-    Unchanged { run: RunId, generation: u64 },
+    Unchanged { run: RunId, generation: Generation },
 }
 
 /// What a wait reports as it goes; every method has a default that ignores it.
 pub trait WaitObserver: Send + Sync {
     /// The live generation was built at a deadline with stragglers: its run is waited for.
-    fn built_with_stragglers(&self, generation: u64) {
+    fn built_with_stragglers(&self, generation: Generation) {
         let _ = generation;
     }
     /// No fetch run newer than `since` (a generation; `None`: none live) has finished yet.
-    fn waiting_for_run(&self, since: Option<u64>) {
+    fn waiting_for_run(&self, since: Option<Generation>) {
         let _ = since;
     }
     /// A fetch run finished: now waiting for it to be chunked and embedded.

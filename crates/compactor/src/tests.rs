@@ -5,6 +5,7 @@ use std::collections::{BTreeMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
 
+use trawl_core::ids::Generation;
 use trawl_core::space::Space;
 use trawl_core::store::Store;
 use trawl_index::docs::DocRow;
@@ -152,7 +153,7 @@ async fn a_one_percent_change_rewrites_a_few_percent_and_the_result_equals_a_ful
 
 struct CrashBeforeSwap;
 impl Progress for CrashBeforeSwap {
-    fn swapping(&self, _: u64) {
+    fn swapping(&self, _: Generation) {
         panic!("simulated crash between the shard uploads and the CURRENT swap");
     }
 }
@@ -185,7 +186,7 @@ async fn a_crash_before_the_swap_leaves_current_untouched_and_the_partial_genera
     // ...until it expires.
     expire_leases(&store).await;
     let report = crate::gc(&store, 3, Duration::ZERO).await.unwrap();
-    assert_eq!(report.collected, [2]);
+    assert_eq!(report.collected, [Generation(2)]);
     assert!(store.list("index/gen=2/").await.unwrap().is_empty());
     assert_eq!(contents(&store, &first).await, expected(&live));
     // The next build picks up from the live generation.
@@ -194,7 +195,8 @@ async fn a_crash_before_the_swap_leaves_current_untouched_and_the_partial_genera
         .unwrap();
     assert_eq!(next.previous, Some(first.generation));
     assert_eq!(
-        next.generation, 3,
+        next.generation,
+        Generation(3),
         "the crashed build's number is not reused"
     );
 }

@@ -390,9 +390,27 @@ hash128!(
     ContentHash
 );
 
-/// An index generation number (`index/gen=<n>/`).
+/// An index generation number (`index/gen=<n>/`); written as the bare number.
 #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Debug, Serialize, Deserialize)]
+#[serde(transparent)]
 pub struct Generation(pub u64);
+
+impl Generation {
+    /// The first generation of a store.
+    pub const FIRST: Generation = Generation(1);
+
+    /// The generation after this one.
+    #[must_use]
+    pub fn next(self) -> Generation {
+        Generation(self.0 + 1)
+    }
+}
+
+impl From<u64> for Generation {
+    fn from(n: u64) -> Self {
+        Generation(n)
+    }
+}
 
 impl fmt::Display for Generation {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {

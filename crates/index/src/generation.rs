@@ -4,6 +4,7 @@
 use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
+use trawl_core::ids::{Generation, RunId};
 use trawl_core::store::{Store, Version};
 
 use crate::IndexError;
@@ -21,7 +22,7 @@ pub const CURRENT: &str = "index/CURRENT";
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Current {
     pub format_version: u32,
-    pub generation: u64,
+    pub generation: Generation,
     pub manifest: String,
     /// [`fingerprint`] of the manifest's bytes: a generation is identified by number **and**
     /// content, so a reader never trusts a directory or cache by its name alone. (Absent in
@@ -117,7 +118,7 @@ impl BuildStats {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Manifest {
     pub format_version: u32,
-    pub generation: u64,
+    pub generation: Generation,
     /// RFC 3339.
     pub created_at: String,
     /// The vector space, when any chunk has a vector.
@@ -126,8 +127,8 @@ pub struct Manifest {
     pub shards: Vec<ShardEntry>,
     pub counts: Counts,
     /// The runs whose output this generation indexes (the repos' last fetch runs).
-    pub source_runs: Vec<String>,
-    pub previous: Option<u64>,
+    pub source_runs: Vec<RunId>,
+    pub previous: Option<Generation>,
     pub build: BuildStats,
     /// The compactor's fingerprint of the inputs it was built from, when known: a later
     /// compaction with the same inputs has nothing to build.
@@ -140,17 +141,17 @@ pub struct Manifest {
 }
 
 /// `index/gen=<n>/chunks.parquet`.
-pub fn chunks_table_key(generation: u64) -> String {
+pub fn chunks_table_key(generation: Generation) -> String {
     format!("{}chunks.parquet", gen_dir(generation))
 }
 
 /// `index/gen=<n>/`.
-pub fn gen_dir(generation: u64) -> String {
+pub fn gen_dir(generation: Generation) -> String {
     format!("index/gen={generation}/")
 }
 
 /// `index/gen=<n>/manifest.json`.
-pub fn manifest_key(generation: u64) -> String {
+pub fn manifest_key(generation: Generation) -> String {
     format!("{}manifest.json", gen_dir(generation))
 }
 
@@ -181,14 +182,14 @@ pub async fn current(store: &Store) -> Result<Option<(Current, Version)>, IndexE
 }
 
 /// Reads a generation's manifest.
-pub async fn manifest(store: &Store, generation: u64) -> Result<Manifest, IndexError> {
+pub async fn manifest(store: &Store, generation: Generation) -> Result<Manifest, IndexError> {
     Ok(manifest_with_hash(store, generation).await?.0)
 }
 
 /// Reads a generation's manifest and the [`fingerprint`] of its bytes.
 pub async fn manifest_with_hash(
     store: &Store,
-    generation: u64,
+    generation: Generation,
 ) -> Result<(Manifest, String), IndexError> {
     let key = manifest_key(generation);
     let bytes = store.get(&key).await?.ok_or_else(|| {
@@ -219,15 +220,17 @@ pub async fn live(store: &Store) -> Result<Option<Manifest>, IndexError> {
 }
 
 /// Generations with a manifest, ascending.
-pub async fn generations(store: &Store) -> Result<Vec<u64>, IndexError> {
-    let mut out: Vec<u64> = store
+pub async fn generations(store: &Store) -> Result<Vec<Generation>, IndexError> {
+    let mut out: Vec<Generation> = store
         .list("index/")
         .await?
         .iter()
         .filter_map(|k| {
             let rest = k.strip_prefix("index/gen=")?;
             let (n, tail) = rest.split_once('/')?;
-            (tail == "manifest.json").then(|| n.parse().ok()).flatten()
+            (tail == "manifest.json")
+                .then(|| n.parse().ok().map(Generation))
+                .flatten()
         })
         .collect();
     out.sort_unstable();
@@ -238,7 +241,7 @@ pub async fn generations(store: &Store) -> Result<Vec<u64>, IndexError> {
 /// `expected`.
 pub async fn swap(
     store: &Store,
-    generation: u64,
+    generation: Generation,
     manifest_hash: &str,
     expected: Option<&Version>,
 ) -> Result<(), IndexError> {
@@ -259,11 +262,11 @@ pub async fn swap(
 }
 
 /// Points `CURRENT` back at the generation before the live one. Returns (from, to).
-pub async fn rollback(store: &Store) -> Result<(u64, u64), IndexError> {
+pub async fn rollback(store: &Store) -> Result<(Generation, Generation), IndexError> {
     let (cur, version) = current(store)
         .await?
         .ok_or_else(|| IndexError::Conflict("there is no index to roll back".into()))?;
-    let older: Vec<u64> = generations(store)
+    let older: Vec<Generation> = generations(store)
         .await?
         .into_iter()
         .filter(|&g| g < cur.generation)

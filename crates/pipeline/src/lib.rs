@@ -33,6 +33,7 @@ use trawl_compactor::Manifest;
 use trawl_compactor::run::{Compacted, RunError};
 use trawl_core::bus::{Bus, InProcBus, SpoolBus, Topic};
 use trawl_core::config::{Config, EmbedderKind};
+use trawl_core::ids::Generation;
 use trawl_core::records::DeadLetter;
 use trawl_core::space::Space;
 use trawl_core::store::Store;
@@ -199,8 +200,8 @@ impl trawl_compactor::Progress for Counters {
         self.shard.store(k + 1, Ordering::Relaxed);
         self.shards.store(n, Ordering::Relaxed);
     }
-    fn swapping(&self, generation: u64) {
-        self.swapping.store(generation, Ordering::Relaxed);
+    fn swapping(&self, generation: Generation) {
+        self.swapping.store(generation.0, Ordering::Relaxed);
     }
 }
 
@@ -211,7 +212,7 @@ pub trait Observer: Send + Sync {
         let _ = (manifest, after);
     }
     /// A compaction found nothing changed since `generation` was built: it stays live.
-    fn unchanged(&self, generation: u64) {
+    fn unchanged(&self, generation: Generation) {
         let _ = generation;
     }
     /// The embedder's vector space cannot be known (`reason`): the generation is built for
@@ -229,7 +230,7 @@ impl Observer for Quiet {}
 /// The early generation of a run.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Early {
-    pub generation: u64,
+    pub generation: Generation,
     /// Chunks indexed for words only, waiting for vectors.
     pub text_only: u64,
     /// Seconds after the start it went live.
@@ -629,9 +630,9 @@ mod tests {
 
         // Run again: nothing changed, so nothing is embedded and the generation stays.
         #[derive(Default)]
-        struct Unchanged(Mutex<Vec<u64>>);
+        struct Unchanged(Mutex<Vec<Generation>>);
         impl Observer for Unchanged {
-            fn unchanged(&self, generation: u64) {
+            fn unchanged(&self, generation: Generation) {
                 lock(&self.0).push(generation);
             }
         }

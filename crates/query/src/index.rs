@@ -78,7 +78,7 @@ pub fn is_definition(kind: &str) -> bool {
 /// An open generation.
 #[derive(Debug)]
 pub struct Generation {
-    pub number: u64,
+    pub number: trawl_core::ids::Generation,
     /// The fingerprint of the manifest's bytes: with `number`, the generation's identity.
     pub manifest_hash: String,
     pub manifest: Manifest,
@@ -148,7 +148,11 @@ impl Generation {
 
     /// Opens generation `number`: downloads what the cache lacks (unless the store is a local
     /// directory, read in place), then opens every segment, in parallel.
-    pub async fn open(store: &Store, cache: &Path, number: u64) -> Result<Self, QueryError> {
+    pub async fn open(
+        store: &Store,
+        cache: &Path,
+        number: trawl_core::ids::Generation,
+    ) -> Result<Self, QueryError> {
         let t0 = Instant::now();
         let (manifest, manifest_hash) = generation::manifest_with_hash(store, number).await?;
         let root = match store.local_dir() {
@@ -216,7 +220,7 @@ impl Generation {
         }
         load.seconds = t0.elapsed().as_secs_f64();
         tracing::debug!(
-            generation = number,
+            generation = number.0,
             segments = segments.len(),
             docs = by_id.len(),
             seconds = load.seconds,

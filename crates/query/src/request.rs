@@ -257,7 +257,7 @@ impl Hit {
 pub struct SearchResponse {
     /// The index generation searched.
     #[schema(value_type = u64)]
-    pub generation: u64,
+    pub generation: trawl_core::ids::Generation,
     pub mode: Mode,
     pub results: Vec<Hit>,
     /// What the search could not do as asked (e.g. no vectors: lexical only).

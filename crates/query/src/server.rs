@@ -387,7 +387,7 @@ async fn healthz(State(app): State<App>) -> Response {
 async fn metrics(State(app): State<App>) -> Response {
     let m = &app.searcher.metrics;
     m.generation
-        .set(app.searcher.generation().map_or(0, |g| g.number as i64));
+        .set(app.searcher.generation().map_or(0, |g| g.number.0 as i64));
     match m.encode() {
         Ok(text) => ([(header::CONTENT_TYPE, OPENMETRICS_TEXT)], text).into_response(),
         Err(e) => {

@@ -140,7 +140,7 @@ async fn a_remote_store_is_cached_new_generations_download_only_new_segments_and
         "def handler_0(request):\n    return rewritten()\n",
     );
     let g2 = build_and_open(&store, next, &opts, cache.path()).await;
-    assert_eq!(g2.number, 2);
+    assert_eq!(g2.number, trawl_core::ids::Generation(2));
     assert_eq!(g2.live_docs(), 199);
     assert!(g2.load.segments_downloaded <= 2, "{:?}", g2.load);
     assert!(g2.load.bytes_downloaded < first_bytes);
