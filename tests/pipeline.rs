@@ -75,7 +75,7 @@ async fn fetched_files_become_one_parquet_part_each_with_definition_chunks() {
         .iter()
         .find(|c| c.symbol.as_deref() == Some("main"))
         .unwrap();
-    assert_eq!(main.kind, "function");
+    assert_eq!(main.kind, trawl_core::ChunkKind::Function);
     assert_eq!((main.start_line, main.end_line), (4, 5));
     assert_eq!(main.calls, ["getcwd"]);
     assert_eq!(main.imports, ["import os"]);
@@ -84,10 +84,10 @@ async fn fetched_files_become_one_parquet_part_each_with_definition_chunks() {
         .iter()
         .find(|c| c.symbol.as_deref() == Some("Q"))
         .unwrap();
-    assert_eq!(push.kind, "struct");
+    assert_eq!(push.kind, trawl_core::ChunkKind::Struct);
     assert!(
         all.iter()
-            .any(|c| c.kind == "section" && c.path == "README.md")
+            .any(|c| c.kind == trawl_core::ChunkKind::Section && c.path == "README.md")
     );
 
     // One chunk-part event per part, each naming its object.

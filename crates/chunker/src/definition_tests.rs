@@ -49,7 +49,7 @@ fn outline(path: &str, lang: &str, src: &str) -> String {
         if !r.members.is_empty() {
             let _ = writeln!(out, "   members: {}", r.members.join(", "));
         }
-        if r.kind == "toc" {
+        if r.kind == crate::Kind::Toc {
             for l in r.text.lines().skip_while(|l| *l != "defines:") {
                 let _ = writeln!(out, "   │ {l}");
             }
@@ -64,8 +64,8 @@ fn outline(path: &str, lang: &str, src: &str) -> String {
 fn definitions(lang: &str, src: &str) -> Vec<(String, String)> {
     records("x", lang, src)
         .into_iter()
-        .filter(|r| !matches!(r.kind.as_str(), "toc" | "module_code"))
-        .map(|r| (r.kind, r.qualified_name.unwrap_or_default()))
+        .filter(|r| !matches!(r.kind, crate::Kind::Toc | crate::Kind::Code))
+        .map(|r| (r.kind.to_string(), r.qualified_name.unwrap_or_default()))
         .collect()
 }
 
@@ -119,7 +119,7 @@ fn commonjs_functions_defined_by_assignment_are_definitions() {
         .find(|r| r.qualified_name.as_deref() == Some("res.status"))
         .unwrap();
     assert_eq!(status.symbol.as_deref(), Some("status"));
-    assert_eq!(status.kind, "method");
+    assert_eq!(status.kind, crate::Kind::Method);
     assert!(status.text.starts_with("/**\n * Set the HTTP status code"));
     assert!(
         status
@@ -227,7 +227,7 @@ fn members_of_a_small_rust_impl_are_addressable() {
     insta::assert_snapshot!(outline);
     let imp = recs
         .iter()
-        .find(|r| r.kind == "impl" && r.symbol.as_deref() == Some("Walker"))
+        .find(|r| r.kind == crate::Kind::Impl && r.symbol.as_deref() == Some("Walker"))
         .unwrap();
     assert_eq!(imp.members, ["Walker.run", "Walker.skip"]);
     let display = by_symbol(&recs, "std::fmt::Display for Walker");
@@ -285,7 +285,7 @@ fn members_of_small_classes_are_addressable_in_every_language() {
             .find(|r| r.symbol.as_deref() == Some("Walker"))
             .unwrap_or_else(|| panic!("{lang}: no Walker"));
         assert_eq!(class.members, *members, "{lang}");
-        let toc = recs.iter().find(|r| r.kind == "toc").unwrap();
+        let toc = recs.iter().find(|r| r.kind == crate::Kind::Toc).unwrap();
         assert!(
             toc.text.contains(&format!(" {} (line", members[0])),
             "{lang}: {}",
@@ -313,7 +313,7 @@ fn python_lambdas_and_partials_are_functions() {
             .text
             .starts_with("# Square a number.\nsquare = lambda")
     );
-    let shape = recs.iter().find(|r| r.kind == "class").unwrap();
+    let shape = recs.iter().find(|r| r.kind == crate::Kind::Class).unwrap();
     assert_eq!(shape.members, ["Shape.area", "Shape.scaled", "Shape.name"]);
 }
 

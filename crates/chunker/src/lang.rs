@@ -5,65 +5,8 @@
 
 use tree_sitter::Language;
 
-/// What a definition is, as the chunk's `kind` says it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum Kind {
-    Function,
-    Method,
-    Class,
-    Struct,
-    Enum,
-    Interface,
-    Trait,
-    Impl,
-    Module,
-    Namespace,
-    ClassSkeleton,
-    /// Code between definitions.
-    Code,
-    Section,
-    Text,
-    Window,
-    Toc,
-}
-
-impl Kind {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Kind::Function => "function",
-            Kind::Method => "method",
-            Kind::Class => "class",
-            Kind::Struct => "struct",
-            Kind::Enum => "enum",
-            Kind::Interface => "interface",
-            Kind::Trait => "trait",
-            Kind::Impl => "impl",
-            Kind::Module => "module",
-            Kind::Namespace => "namespace",
-            Kind::ClassSkeleton => "class_skeleton",
-            Kind::Code => "module_code",
-            Kind::Section => "section",
-            Kind::Text => "text",
-            Kind::Window => "window",
-            Kind::Toc => "toc",
-        }
-    }
-
-    /// True for kinds whose oversize definitions split into members plus a skeleton.
-    pub fn is_container(self) -> bool {
-        matches!(
-            self,
-            Kind::Class
-                | Kind::Struct
-                | Kind::Enum
-                | Kind::Interface
-                | Kind::Trait
-                | Kind::Impl
-                | Kind::Module
-                | Kind::Namespace
-        )
-    }
-}
+/// What a definition is, as the chunk's `kind` says it (core's [`ChunkKind`]).
+pub use trawl_core::kind::ChunkKind as Kind;
 
 /// One language's declarations.
 pub struct Spec {

@@ -125,7 +125,7 @@ pub fn to_records(src: &Source, chunked: &Chunked, text: &str) -> Vec<ChunkRecor
                 path: src.path.to_owned(),
                 blob: src.blob.clone(),
                 language: src.language.to_owned(),
-                kind: p.kind.as_str().to_owned(),
+                kind: p.kind,
                 symbol: p.symbol.clone(),
                 qualified_name: p.qualified_name(),
                 token_estimate: token_estimate(&header, &p.text),

@@ -165,8 +165,8 @@ proptest! {
             let s = Source { repo: &repo, path: "m.py", blob: &blob, language: "python" };
             to_records(&s, &c, src)
                 .into_iter()
-                .filter(|r| r.symbol.is_some() && r.kind != "toc")
-                .map(|r| (r.qualified_name.clone().unwrap(), r.kind.clone(), r.chunk_id))
+                .filter(|r| r.symbol.is_some() && r.kind != crate::Kind::Toc)
+                .map(|r| (r.qualified_name.clone().unwrap(), r.kind, r.chunk_id))
                 .collect::<std::collections::BTreeSet<_>>()
         };
         prop_assert_eq!(ids(&src_a), ids(&src_b));

@@ -20,7 +20,7 @@
 
 use std::collections::HashMap;
 
-use trawl_core::ChunkId;
+use trawl_core::{ChunkId, ChunkKind};
 
 use crate::build::LiveDoc;
 
@@ -37,10 +37,16 @@ pub struct CallStats {
 }
 
 /// The kinds whose symbol a call can name.
-fn callable(kind: &str) -> bool {
+fn callable(kind: ChunkKind) -> bool {
     matches!(
         kind,
-        "function" | "method" | "class" | "struct" | "enum" | "interface" | "trait"
+        ChunkKind::Function
+            | ChunkKind::Method
+            | ChunkKind::Class
+            | ChunkKind::Struct
+            | ChunkKind::Enum
+            | ChunkKind::Interface
+            | ChunkKind::Trait
     )
 }
 
@@ -135,7 +141,7 @@ pub fn resolve_calls(docs: &mut [LiveDoc]) -> CallStats {
         let own = d
             .symbol
             .as_deref()
-            .filter(|_| callable(&d.kind))
+            .filter(|_| callable(d.kind))
             .map(|s| (s, d.qualified_name.as_deref()));
         let members = d
             .members
@@ -242,7 +248,7 @@ mod tests {
         let symbol = qualified.rsplit(['.', ':']).next().unwrap_or(qualified);
         DocRow {
             language: language.into(),
-            kind: kind.into(),
+            kind: kind.parse().expect("a chunk kind"),
             symbol: Some(symbol.into()),
             ..trawl_index::testing::function_doc(
                 "github.com/acme/shop",
@@ -339,7 +345,7 @@ mod tests {
     #[test]
     fn a_call_to_a_member_of_a_one_chunk_container_resolves_to_the_container() {
         let walker = DocRow {
-            kind: "impl".into(),
+            kind: ChunkKind::Impl,
             symbol: Some("Walker".into()),
             qualified_name: Some("Walker".into()),
             members: vec!["Walker.run".into(), "Walker.skip".into()],

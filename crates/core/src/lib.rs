@@ -15,6 +15,7 @@ pub mod config;
 mod error;
 pub mod hash;
 pub mod ids;
+pub mod kind;
 pub mod language;
 pub mod records;
 #[cfg(feature = "s3-testing")]
@@ -26,3 +27,4 @@ pub mod store;
 
 pub use error::{Error, StoreOp};
 pub use ids::{BlobId, ChunkId, CommitId, ContentHash, Generation, RepoId, RunId};
+pub use kind::ChunkKind;

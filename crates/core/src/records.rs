@@ -235,7 +235,7 @@ pub struct ChunkRecord {
     pub blob: BlobId,
     pub language: String,
     /// function, method, class, class_skeleton, module, interface, impl, section, window, toc…
-    pub kind: String,
+    pub kind: crate::kind::ChunkKind,
     pub symbol: Option<String>,
     pub qualified_name: Option<String>,
     /// Generated: path · scope chain · imports · language.
@@ -644,7 +644,7 @@ mod tests {
             path: "app.py".into(),
             blob: "b".repeat(40).parse().unwrap(),
             language: "python".into(),
-            kind: "function".into(),
+            kind: crate::kind::ChunkKind::Function,
             symbol: Some("run".into()),
             qualified_name: Some("app.run".into()),
             header: "app.py · function run · python".into(),
@@ -661,6 +661,39 @@ mod tests {
             token_estimate: 5,
             chunker_version: "1".into(),
         }
+    }
+
+    #[test]
+    fn chunk_parts_written_with_the_kind_as_text_read_as_the_same_kinds() {
+        use arrow_array::{Array, StringArray};
+        // The kind column is text holding the kind's name, as when the field was a String.
+        let mut c = sample_chunk();
+        c.kind = crate::kind::ChunkKind::ClassSkeleton;
+        let batch = to_batch(std::slice::from_ref(&c)).unwrap();
+        let at = batch.schema().index_of("kind").unwrap();
+        let kinds = batch
+            .column(at)
+            .as_any()
+            .downcast_ref::<StringArray>()
+            .unwrap();
+        assert_eq!(kinds.value(0), "class_skeleton");
+        // A Parquet file whose kind column was written from a String reads back typed.
+        let write = |kind: &str| {
+            let mut columns = batch.columns().to_vec();
+            columns[at] = Arc::new(StringArray::from(vec![kind.to_owned()]));
+            let old = RecordBatch::try_new(batch.schema(), columns).unwrap();
+            let mut buf = Vec::new();
+            let mut w = parquet::arrow::ArrowWriter::try_new(&mut buf, old.schema(), None).unwrap();
+            w.write(&old).unwrap();
+            w.close().unwrap();
+            Bytes::from(buf)
+        };
+        let back: Vec<ChunkRecord> = from_parquet(write("module_code")).unwrap();
+        assert_eq!(back[0].kind, crate::kind::ChunkKind::Code);
+        assert_eq!(back[0].text, c.text);
+        // A kind this release does not know is refused, naming it.
+        let err = from_parquet::<ChunkRecord>(write("lambda")).unwrap_err();
+        assert!(err.to_string().contains("lambda"), "{err}");
     }
 
     #[test]

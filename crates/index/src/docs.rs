@@ -6,6 +6,7 @@ use std::sync::Arc;
 use arrow_schema::{DataType, Field, Schema, SchemaRef};
 use serde::{Deserialize, Serialize};
 use trawl_core::ids::{ChunkId, CommitId, ContentHash, RepoId};
+use trawl_core::kind::ChunkKind;
 use trawl_core::records::{ChunkRecord, Row};
 
 /// Version of [`DocRow`] written by this release.
@@ -26,7 +27,7 @@ pub struct DocRow {
     pub commit: CommitId,
     pub path: String,
     pub language: String,
-    pub kind: String,
+    pub kind: ChunkKind,
     pub symbol: Option<String>,
     pub qualified_name: Option<String>,
     pub header: String,
@@ -163,7 +164,7 @@ mod tests {
             commit: "a".repeat(40).parse().unwrap(),
             path: "x.py".into(),
             language: "python".into(),
-            kind: "function".into(),
+            kind: ChunkKind::Function,
             symbol: Some("f".into()),
             qualified_name: None,
             header: "h".into(),

@@ -204,7 +204,7 @@ fn build_text(docs: &[DocRow], _tmp: &Path) -> Result<Vec<(String, Bytes)>, Inde
         doc.add_u64(f.ord, d.ord);
         doc.add_text(f.repo, d.repo_id.as_str());
         doc.add_text(f.language, &d.language);
-        doc.add_text(f.kind, &d.kind);
+        doc.add_text(f.kind, d.kind.as_str());
         doc.add_text(f.path, &d.path);
         if let Some(s) = d.qualified_name.as_ref().or(d.symbol.as_ref()) {
             doc.add_text(f.symbol, s);

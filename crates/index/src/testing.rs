@@ -52,7 +52,7 @@ pub fn function_doc(
         commit: "c".repeat(40).parse().expect("a valid commit"),
         path: path.to_owned(),
         language: "python".into(),
-        kind: "function".into(),
+        kind: trawl_core::kind::ChunkKind::Function,
         symbol: Some(symbol.to_owned()),
         qualified_name: Some(symbol.to_owned()),
         header: String::new(),

@@ -55,7 +55,8 @@ fn doc(base: &[DocRow], i: usize) -> DocRow {
     let mut d = base[i % base.len()].clone();
     let copy = i / base.len();
     d.repo_id = RepoId::parse(&format!("github.com/bench/r{copy}")).expect("repo");
-    d.chunk_id = trawl_core::hash::chunk_id(&d.repo_id, &d.path, &d.kind, &format!("{i}"), 0);
+    d.chunk_id =
+        trawl_core::hash::chunk_id(&d.repo_id, &d.path, d.kind.as_str(), &format!("{i}"), 0);
     d.content_hash = trawl_core::hash::content_hash("bench", &d.header, &format!("{i}"));
     d.parent_id = None;
     d.children_ids.clear();

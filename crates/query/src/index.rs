@@ -8,8 +8,8 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use futures::StreamExt;
-use trawl_core::ChunkId;
 use trawl_core::store::Store;
+use trawl_core::{ChunkId, ChunkKind};
 use trawl_index::docs::DocRow;
 use trawl_index::generation::{self, Manifest, SegmentEntry, Tombstones};
 use trawl_index::segment;
@@ -68,10 +68,15 @@ pub fn normalize_symbol(s: &str) -> String {
 }
 
 /// Kinds that are definitions (an exact symbol match ranks them first).
-pub fn is_definition(kind: &str) -> bool {
+pub fn is_definition(kind: ChunkKind) -> bool {
     !matches!(
         kind,
-        "toc" | "module_code" | "text" | "section" | "class_skeleton" | "window"
+        ChunkKind::Toc
+            | ChunkKind::Code
+            | ChunkKind::Text
+            | ChunkKind::Section
+            | ChunkKind::ClassSkeleton
+            | ChunkKind::Window
     )
 }
 
@@ -341,7 +346,7 @@ fn open_segment(
         repo_of.push(r);
         let live = !deleted.contains(&(o as u64));
         alive.push(live);
-        if live && is_definition(&d.kind) {
+        if live && is_definition(d.kind) {
             // A member of a container that stays one chunk (`Walker.run`) finds the container.
             let members = d
                 .members

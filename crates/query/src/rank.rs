@@ -5,6 +5,7 @@
 
 use std::collections::HashMap;
 
+use trawl_core::ChunkKind;
 use trawl_core::config::QueryConfig;
 use trawl_index::docs::DocRow;
 
@@ -246,14 +247,14 @@ fn test_name(qualified: Option<&str>) -> bool {
 
 /// The role of a chunk: from its file's path, its kind and its name.
 pub fn chunk_role(d: &DocRow) -> Role {
-    match role(&d.path, &d.kind) {
+    match role(&d.path, d.kind) {
         Role::Implementation if test_name(d.qualified_name.as_deref()) => Role::Test,
         r => r,
     }
 }
 
 /// The role of a file.
-pub fn role(path: &str, kind: &str) -> Role {
+pub fn role(path: &str, kind: ChunkKind) -> Role {
     let lower = path.to_lowercase();
     let mut parts: Vec<&str> = lower.split('/').collect();
     let file = parts.pop().unwrap_or_default();
@@ -261,7 +262,10 @@ pub fn role(path: &str, kind: &str) -> Role {
     // Type declarations (`index.d.ts`, `.pyi` stubs) describe an API the code implements.
     let declarations =
         ext == "pyi" || (ext == "ts" && matches!(stem.rsplit_once('.'), Some((_, "d"))));
-    if matches!(kind, "section" | "text") || PROSE_EXTS.contains(&ext) || declarations {
+    if matches!(kind, ChunkKind::Section | ChunkKind::Text)
+        || PROSE_EXTS.contains(&ext)
+        || declarations
+    {
         return Role::Docs;
     }
     let test_file = stem.starts_with("test_")
@@ -301,17 +305,17 @@ pub fn prior(d: &DocRow, wants_code: bool, params: &QueryConfig) -> f64 {
             _ => params.docs_prior.max(params.test_prior).sqrt(),
         }
     };
-    if is_wide(&d.kind) {
+    if is_wide(d.kind) {
         p *= params.wide_prior;
-    } else if d.kind == "module_code" && wants_code {
+    } else if d.kind == ChunkKind::Code && wants_code {
         p *= params.module_prior;
     }
     p
 }
 
 /// Chunks that cover a whole file or a whole container's outline.
-pub fn is_wide(kind: &str) -> bool {
-    matches!(kind, "toc" | "class_skeleton")
+pub fn is_wide(kind: ChunkKind) -> bool {
+    matches!(kind, ChunkKind::Toc | ChunkKind::ClassSkeleton)
 }
 
 /// The placeholders of format strings, in every language's spelling: `%d`, `%-5.2f`, `%q`,
@@ -527,13 +531,13 @@ pub fn adjust<'a, S: std::hash::BuildHasher>(
         ranked.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
         for &(key, score) in ranked.iter().take(LEND_POOL) {
             let d = doc(key);
-            if role(&d.path, &d.kind) != Role::Docs {
+            if role(&d.path, d.kind) != Role::Docs {
                 continue;
             }
             for name in named_symbols(&d.text) {
                 let defs: Vec<Key> = definitions(&name)
                     .into_iter()
-                    .filter(|k| doc(*k).repo_id == d.repo_id && is_definition(&doc(*k).kind))
+                    .filter(|k| doc(*k).repo_id == d.repo_id && is_definition(doc(*k).kind))
                     .collect();
                 // A name that many definitions share says little about any of them.
                 if defs.is_empty() || defs.len() > 3 {
@@ -567,7 +571,7 @@ pub fn narrow<'a>(ranked: &mut Vec<(u32, u32, f64)>, doc: impl Fn(u32, u32) -> &
     while at < ranked.len() {
         let (seg, ord, score) = ranked[at];
         let w = doc(seg, ord);
-        if !is_wide(&w.kind) {
+        if !is_wide(w.kind) {
             at += 1;
             continue;
         }
@@ -575,14 +579,14 @@ pub fn narrow<'a>(ranked: &mut Vec<(u32, u32, f64)>, doc: impl Fn(u32, u32) -> &
             let n = doc(ranked[j].0, ranked[j].1);
             n.repo_id == w.repo_id
                 && n.path == w.path
-                && !is_wide(&n.kind)
+                && !is_wide(n.kind)
                 && n.start_line >= w.start_line
                 && n.end_line <= w.end_line
         };
         // A narrower chunk of it already ranks above: a skeleton collapses into it as
         // context; a table of contents, which never collapses, is dropped.
         if (0..at).any(within) {
-            if w.kind == "toc" {
+            if w.kind == ChunkKind::Toc {
                 ranked.remove(at);
             } else {
                 at += 1;
@@ -595,7 +599,7 @@ pub fn narrow<'a>(ranked: &mut Vec<(u32, u32, f64)>, doc: impl Fn(u32, u32) -> &
                 let (ns, no, _) = ranked.remove(j);
                 let wide = ranked.remove(at);
                 ranked.insert(at, (ns, no, score));
-                if w.kind != "toc" {
+                if w.kind != ChunkKind::Toc {
                     ranked.insert(at + 1, (wide.0, wide.1, score));
                 }
                 at += 1;
@@ -652,20 +656,35 @@ mod tests {
 
     #[test]
     fn roles_from_paths() {
-        assert_eq!(role("src/click/core.py", "function"), Role::Implementation);
-        assert_eq!(role("tests/test_core.py", "function"), Role::Test);
-        assert_eq!(role("lib/foo_test.go", "function"), Role::Test);
-        assert_eq!(role("command_test.go", "function"), Role::Test);
-        assert_eq!(role("test/command.test.js", "function"), Role::Test);
-        assert_eq!(role("src/ky.spec.ts", "function"), Role::Test);
-        assert_eq!(role("typings/index.test-d.ts", "module_code"), Role::Test);
-        assert_eq!(role("typings/index.d.ts", "class"), Role::Docs);
-        assert_eq!(role("stubs/os.pyi", "function"), Role::Docs);
-        assert_eq!(role("examples/hello.rs", "function"), Role::Example);
-        assert_eq!(role("README.md", "section"), Role::Docs);
-        assert_eq!(role("docs/conf.py", "module_code"), Role::Docs);
-        assert_eq!(role("src/latest.rs", "function"), Role::Implementation);
-        assert_eq!(role("src/contest.rs", "function"), Role::Implementation);
+        assert_eq!(
+            role("src/click/core.py", ChunkKind::Function),
+            Role::Implementation
+        );
+        assert_eq!(role("tests/test_core.py", ChunkKind::Function), Role::Test);
+        assert_eq!(role("lib/foo_test.go", ChunkKind::Function), Role::Test);
+        assert_eq!(role("command_test.go", ChunkKind::Function), Role::Test);
+        assert_eq!(
+            role("test/command.test.js", ChunkKind::Function),
+            Role::Test
+        );
+        assert_eq!(role("src/ky.spec.ts", ChunkKind::Function), Role::Test);
+        assert_eq!(role("typings/index.test-d.ts", ChunkKind::Code), Role::Test);
+        assert_eq!(role("typings/index.d.ts", ChunkKind::Class), Role::Docs);
+        assert_eq!(role("stubs/os.pyi", ChunkKind::Function), Role::Docs);
+        assert_eq!(
+            role("examples/hello.rs", ChunkKind::Function),
+            Role::Example
+        );
+        assert_eq!(role("README.md", ChunkKind::Section), Role::Docs);
+        assert_eq!(role("docs/conf.py", ChunkKind::Code), Role::Docs);
+        assert_eq!(
+            role("src/latest.rs", ChunkKind::Function),
+            Role::Implementation
+        );
+        assert_eq!(
+            role("src/contest.rs", ChunkKind::Function),
+            Role::Implementation
+        );
         for (name, test) in [
             ("tests.parse_spec_global", true),
             ("filter::tests::matches", true),

@@ -11,6 +11,7 @@ use std::sync::Arc;
 
 use globset::GlobSet;
 use rayon::prelude::*;
+use trawl_core::ChunkKind;
 use trawl_core::config::QueryConfig;
 use trawl_index::VectorData;
 use trawl_index::docs::DocRow;
@@ -79,7 +80,7 @@ impl Filter {
 
     fn doc_ok(&self, d: &DocRow) -> bool {
         (self.lang.is_empty() || self.lang.iter().any(|l| l == &d.language))
-            && (self.kind.is_empty() || self.kind.iter().any(|k| k == &d.kind))
+            && (self.kind.is_empty() || self.kind.iter().any(|k| k == d.kind.as_str()))
             && self.path.as_ref().is_none_or(|g| g.is_match(&d.path))
     }
 }
@@ -682,7 +683,7 @@ fn cited(d: &DocRow, text: String) -> Cited {
         start_line: d.start_line,
         end_line: d.end_line,
         symbol: d.qualified_name.clone().or_else(|| d.symbol.clone()),
-        kind: d.kind.clone(),
+        kind: d.kind.to_string(),
         text,
     }
 }
@@ -706,7 +707,11 @@ fn hit(d: &DocRow, score: f64) -> Hit {
 
 /// How `b` relates to an accepted result `a` of the same file, if they share lines.
 fn overlap(a: &DocRow, b: &DocRow) -> Option<&'static str> {
-    if a.repo_id != b.repo_id || a.path != b.path || a.kind == "toc" || b.kind == "toc" {
+    if a.repo_id != b.repo_id
+        || a.path != b.path
+        || a.kind == ChunkKind::Toc
+        || b.kind == ChunkKind::Toc
+    {
         return None;
     }
     if b.start_line > a.end_line || a.start_line > b.end_line {
@@ -759,7 +764,9 @@ pub fn finish(
             let a = doc(*as_, *ao);
             if let Some(rel) = overlap(a, d) {
                 let shown = h.context.iter().any(|c| {
-                    c.start_line == d.start_line && c.end_line == d.end_line && c.kind == d.kind
+                    c.start_line == d.start_line
+                        && c.end_line == d.end_line
+                        && c.kind == d.kind.as_str()
                 });
                 if !shown && h.context.len() < MAX_CONTEXT {
                     h.context.push(context(rel, d));
@@ -808,7 +815,7 @@ fn expand_one(generation: &Generation, d: &DocRow, h: &mut Hit, access: &Access)
         }
     }
     for callee in d.call_ids.iter().filter_map(&visible).take(MAX_CONTEXT) {
-        if is_definition(&callee.kind) {
+        if is_definition(callee.kind) {
             add("callee", callee, h);
         }
     }

@@ -279,7 +279,7 @@ async fn filters_and_access_apply_inside_the_vector_arm_before_top_k() {
 
 fn doc_at(path: &str, kind: &str, symbol: &str, text: &str, lines: (u32, u32)) -> LiveDoc {
     let mut doc = trawl_index::testing::function_doc("github.com/a/svc", path, symbol, text, lines);
-    kind.clone_into(&mut doc.kind);
+    doc.kind = kind.parse().unwrap();
     doc.chunk_id = trawl_core::hash::chunk_id(&doc.repo_id, path, kind, symbol, 0);
     LiveDoc {
         doc,
