@@ -76,7 +76,8 @@ fn org() -> Vec<SourceRepo> {
     .collect()
 }
 
-/// (chunk id, content hash, has vector) of every live doc of the live generation.
+/// (chunk id, content hash, has vector) of every live chunk of the live generation (commit
+/// messages, searched by their words only, aside).
 async fn index_of(store: &Store, cache: &Path) -> Vec<(String, String, bool)> {
     let g = trawl_query::index::Generation::open_current(store, cache)
         .await
@@ -85,7 +86,7 @@ async fn index_of(store: &Store, cache: &Path) -> Vec<(String, String, bool)> {
     let mut docs = Vec::new();
     for s in &g.segments {
         for (d, alive) in s.docs.iter().zip(&s.alive) {
-            if *alive || s.all_alive {
+            if (*alive || s.all_alive) && d.kind != trawl_core::kind::ChunkKind::Commit {
                 docs.push((
                     d.chunk_id.to_string(),
                     d.content_hash.to_string(),

@@ -1245,3 +1245,103 @@ async fn hyde_searches_the_hypothetical_code_beside_the_question_and_a_slow_gene
     );
     refusing.abort();
 }
+
+#[test]
+fn why_code_changed_is_answered_by_the_commit_that_changed_it() {
+    let src = SourceRepo::named("acme-history");
+    let v1 = "def fetch(url):\n    for attempt in range(3):\n        try:\n            return download(url)\n        except ConnectionError:\n            pass\n";
+    let v2 = "def fetch(url):\n    return download(url)\n";
+    src.commit_saying(
+        &[("client.py", file(v1))],
+        false,
+        "Add the HTTP client with three attempts",
+    );
+    src.commit_saying(
+        &[("client.py", file(v1)), ("README.md", file("# acme\n"))],
+        false,
+        "Document the client",
+    );
+    let removal = src.commit_saying(
+        &[("client.py", file(v2)), ("README.md", file("# acme\n"))],
+        false,
+        "Remove the retry loop from fetch\n\nRetrying hid outages from the callers: fail fast and let them decide.",
+    );
+    let work = tempfile::tempdir().unwrap();
+    // The first run records the last two commits only.
+    let out = trawl(work.path())
+        .args(["--set", "fetch.commit_history=2", "index"])
+        .arg(src.path())
+        .args(["--embedder", "hash"])
+        .output()
+        .unwrap();
+    ok(&out);
+    let hits = search_json(work.path(), &["why was the retry removed", "-k", "3"]);
+    let top = &hits[0];
+    assert_eq!(top["kind"], "commit", "{hits:?}");
+    assert_eq!(top["commit"], removal.to_string());
+    assert!(
+        top["text"]
+            .as_str()
+            .unwrap()
+            .starts_with("Remove the retry loop from fetch"),
+        "{top}"
+    );
+    assert!(top["text"].as_str().unwrap().contains("changed: client.py"));
+    let human = ok(&trawl(work.path())
+        .args(["search", "why was the retry removed", "-k", "1"])
+        .output()
+        .unwrap());
+    let short = &removal.to_string()[..12];
+    assert!(
+        human
+            .lines()
+            .next()
+            .unwrap()
+            .contains(&format!("acme-history@{short} · ")),
+        "{human}"
+    );
+    // Older than the first run's bound: not recorded.
+    let commits = search_json(work.path(), &["client attempts", "--kind", "commit"]);
+    assert_eq!(commits.len(), 2, "{commits:?}");
+    assert!(
+        commits
+            .iter()
+            .all(|h| !h["text"].as_str().unwrap().contains("three attempts")),
+        "{commits:?}"
+    );
+    // A code question does not get commits first.
+    let code = search_json(work.path(), &["fetch", "-k", "1"]);
+    assert_eq!(code[0]["kind"], "function", "{code:?}");
+
+    // Every new commit after: both are found, a secret in a message is not.
+    src.commit_saying(
+        &[
+            ("client.py", file(v2)),
+            ("README.md", file("# acme\n\nfail fast\n")),
+        ],
+        false,
+        "Explain failing fast in the README",
+    );
+    src.commit_saying(
+        &[("client.py", file(v2)), ("README.md", file("# acme\n\nfail fast\n\nno retries\n"))],
+        false,
+        "Say that there are no retries\n\nThe key for the staging bucket was AKIAIOSFODNN7EXAMPL2 (rotated).",
+    );
+    let out = trawl(work.path())
+        .args(["index"])
+        .arg(src.path())
+        .args(["--embedder", "hash"])
+        .output()
+        .unwrap();
+    ok(&out);
+    for q in ["explain failing fast", "say that there are no retries"] {
+        let hits = search_json(work.path(), &[q, "--kind", "commit", "-k", "1"]);
+        assert_eq!(hits.len(), 1, "{q}: {hits:?}");
+    }
+    let mut stored = String::new();
+    for e in crate::support::files_under(&work.path().join(".trawl/commits")) {
+        stored.push_str(&std::fs::read_to_string(e).unwrap());
+    }
+    assert!(stored.contains("Say that there are no retries"));
+    assert!(!stored.contains("AKIAIOSFODNN7EXAMPL2"), "{stored}");
+}

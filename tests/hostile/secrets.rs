@@ -7,7 +7,7 @@
 use std::path::Path;
 
 use crate::search::{index, ok, search_json, trawl};
-use crate::support::{Node, SourceRepo, file};
+use crate::support::{Node, SourceRepo, file, files_under};
 
 /// The planted secrets, assembled at run time so that this file holds none of them.
 struct Planted {
@@ -98,23 +98,16 @@ impl Planted {
 
 /// Every file under `dir` (recursively) whose bytes contain `needle`.
 fn files_containing(dir: &Path, needle: &[u8]) -> Vec<String> {
-    let mut hits = Vec::new();
-    let mut stack = vec![dir.to_path_buf()];
-    while let Some(d) = stack.pop() {
-        for entry in std::fs::read_dir(&d).unwrap() {
-            let path = entry.unwrap().path();
-            if path.is_dir() {
-                stack.push(path);
-            } else if std::fs::read(&path)
+    files_under(dir)
+        .into_iter()
+        .filter(|p| {
+            std::fs::read(p)
                 .unwrap()
                 .windows(needle.len())
                 .any(|w| w == needle)
-            {
-                hits.push(path.display().to_string());
-            }
-        }
-    }
-    hits
+        })
+        .map(|p| p.display().to_string())
+        .collect()
 }
 
 fn sql(work: &Path, query: &str) -> Vec<serde_json::Value> {

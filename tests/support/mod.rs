@@ -64,6 +64,11 @@ impl SourceRepo {
     /// Commits exactly `files` as the whole tree, on top of `main` (or as a new root when
     /// `orphan`), and points `main` at it.
     pub fn commit(&self, files: &[(&str, Node)], orphan: bool) -> Oid {
+        self.commit_saying(files, orphan, "change")
+    }
+
+    /// [`SourceRepo::commit`] with a commit message.
+    pub fn commit_saying(&self, files: &[(&str, Node)], orphan: bool, message: &str) -> Oid {
         let mut index = git2::Index::new().unwrap();
         for (path, node) in files {
             let (mode, data): (u32, &[u8]) = match node {
@@ -94,7 +99,7 @@ impl SourceRepo {
         let parents: Vec<&git2::Commit> = parent.iter().collect();
         let oid = self
             .repo
-            .commit(None, &sig, &sig, "change", &tree, &parents)
+            .commit(None, &sig, &sig, message, &tree, &parents)
             .unwrap();
         self.repo
             .reference("refs/heads/main", oid, true, "test")
@@ -279,4 +284,21 @@ impl Bus for FaultyBus {
     async fn close(&self, topic: &str) -> Result<(), trawl_core::Error> {
         self.inner.close(topic).await
     }
+}
+
+/// Every file under `dir`, recursively.
+pub fn files_under(dir: &std::path::Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for entry in std::fs::read_dir(&d).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                stack.push(path);
+            } else {
+                out.push(path);
+            }
+        }
+    }
+    out
 }

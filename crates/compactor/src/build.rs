@@ -264,16 +264,17 @@ async fn build_leased(
     let calls = crate::calls::resolve_calls(&mut live);
     tracing::debug!(?calls, "calls resolved");
 
-    let mut counts = Counts {
-        chunks: live.len() as u64,
-        ..Counts::default()
-    };
+    let mut counts = Counts::default();
     let mut repos = HashSet::new();
     let mut by_shard: BTreeMap<u32, Vec<LiveDoc>> = BTreeMap::new();
     for d in live {
-        if d.vector.is_some() {
+        if d.doc.kind == crate::live::COMMIT_KIND {
+            counts.commits += 1;
+        } else if d.vector.is_some() {
+            counts.chunks += 1;
             counts.with_vector += 1;
         } else {
+            counts.chunks += 1;
             counts.text_only += 1;
         }
         repos.insert(d.doc.repo_id.clone());

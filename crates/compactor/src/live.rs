@@ -18,8 +18,9 @@ use datafusion::datasource::listing::{
 use datafusion::prelude::SessionContext;
 use serde::Deserialize;
 use trawl_core::ids::{ChunkId, CommitId, RepoId, RunId};
+use trawl_core::kind::ChunkKind;
 use trawl_core::records::{
-    ChunkRecord, EmbeddingRecord, ManifestRow, RepoList, RepoState, RunHead, Stage,
+    ChunkRecord, CommitRecord, EmbeddingRecord, ManifestRow, RepoList, RepoState, RunHead, Stage,
 };
 use trawl_core::space::{Dtype, Space};
 use trawl_core::store::{Store, keys};
@@ -125,6 +126,7 @@ pub async fn inputs_fingerprint(
     let mut lists = vec![
         ("manifest", store.list_objects("manifests/").await?),
         ("chunk part", store.list_objects("chunks/").await?),
+        ("commits", store.list_objects("commits/").await?),
     ];
     if let Some(s) = space {
         let name = s.key();
@@ -255,6 +257,9 @@ pub async fn live_set(store: &Store, space: Option<&Space>) -> Result<LiveSet, C
             }
         })
         .collect();
+    for s in &states {
+        docs.extend(commit_docs(store, &s.repo).await?);
+    }
     docs.sort_by_key(|d| d.doc.chunk_id);
     let mut runs: Vec<RunId> = states.iter().map(|s| s.last_run.clone()).collect();
     runs.sort();
@@ -265,6 +270,61 @@ pub async fn live_set(store: &Store, space: Option<&Space>) -> Result<LiveSet, C
         repos: states.len(),
         table: Some(table),
     })
+}
+
+/// The kind of a commit message's doc.
+pub const COMMIT_KIND: ChunkKind = ChunkKind::Commit;
+
+/// The commit messages the fetcher recorded for `repo`, one `commit` doc each (words only:
+/// the message, then the paths it changed), newest record of a commit kept.
+pub async fn commit_docs(store: &Store, repo: &RepoId) -> Result<Vec<LiveDoc>, CompactError> {
+    let mut by_commit: HashMap<CommitId, CommitRecord> = HashMap::new();
+    for key in store.list(&keys::commits_of(repo)).await? {
+        let Some(records) = store.get_json::<Vec<CommitRecord>>(&key).await? else {
+            continue;
+        };
+        for r in records.into_iter().filter(|r| &r.repo_id == repo) {
+            by_commit.insert(r.commit.clone(), r);
+        }
+    }
+    Ok(by_commit.into_values().map(commit_doc).collect())
+}
+
+fn commit_doc(r: CommitRecord) -> LiveDoc {
+    let sha = r.commit.to_string();
+    let short = &sha[..sha.len().min(12)];
+    let summary = r.message.lines().next().unwrap_or_default().to_owned();
+    let mut text = r.message.clone();
+    if !r.paths.is_empty() {
+        text.push_str("\n\nchanged: ");
+        text.push_str(&r.paths.join(", "));
+    }
+    let header = format!("commit {short} · {} · {summary}", r.authored_at);
+    let doc = DocRow {
+        schema_version: trawl_index::docs::DOC_VERSION,
+        ord: 0,
+        chunk_id: trawl_core::hash::chunk_id(&r.repo_id, "", COMMIT_KIND.as_str(), &sha, 0),
+        content_hash: trawl_core::hash::content_hash(COMMIT_KIND.as_str(), &header, &text),
+        has_vector: false,
+        repo_id: r.repo_id,
+        commit: r.commit,
+        path: String::new(),
+        language: String::new(),
+        kind: COMMIT_KIND,
+        symbol: Some(short.to_owned()),
+        qualified_name: None,
+        header,
+        start_line: 1,
+        end_line: text.lines().count().max(1) as u32,
+        text,
+        parent_id: None,
+        children_ids: Vec::new(),
+        calls: Vec::new(),
+        call_ids: Vec::new(),
+        imports: Vec::new(),
+        members: Vec::new(),
+    };
+    LiveDoc { doc, vector: None }
 }
 
 /// A file or chunk the run has not finished with.
@@ -347,7 +407,8 @@ pub async fn completion(
         return Ok((c, LiveSet::default()));
     }
     let set = live_set(store, space).await?;
-    for d in &set.docs {
+    // Commit messages are searched by their words only: nothing waits for them.
+    for d in set.docs.iter().filter(|d| d.doc.kind != COMMIT_KIND) {
         c.chunks += 1;
         if d.vector.is_some() {
             c.chunks_embedded += 1;

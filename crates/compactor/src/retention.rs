@@ -102,7 +102,11 @@ pub async fn retain(
             }
             let k = repo.key();
             let mut n = 0;
-            for prefix in [format!("manifests/repo={k}/"), format!("chunks/repo={k}/")] {
+            for prefix in [
+                format!("manifests/repo={k}/"),
+                format!("chunks/repo={k}/"),
+                format!("commits/repo={k}/"),
+            ] {
                 for key in store.list(&prefix).await? {
                     store.delete(&key).await?;
                     n += 1;

@@ -383,7 +383,7 @@ pub struct EmbedConfig {
     /// Inputs per forward pass of the local model.
     pub local_batch: usize,
     /// The local model reads at most this many tokens of a chunk (header first); 0 = the
-    /// model's own limit (256 for all-MiniLM-L6-v2). 128 embeds about twice as fast and
+    /// model's own limit (256 for all-MiniLM-L6-v2). 128 embeds about 1.6× as fast and
     /// retrieves a little worse (README, "Retrieval quality"); another value is another
     /// vector space, so changing it re-embeds everything.
     pub local_max_tokens: usize,
@@ -493,6 +493,10 @@ pub struct FetchConfig {
     /// Globs of paths exempt from the secret rules (path and content): their text is indexed
     /// as it is. For fixtures of fake keys; see docs/operations.md.
     pub secrets_allow: Vec<String>,
+    /// Commit messages indexed as `commit` docs (why code changed): the last this many
+    /// commits of the branch on a repository's first run, then every new one (at most
+    /// 1,000 a run). 0 = none.
+    pub commit_history: usize,
     /// Hosts `TRAWL_GIT_TOKEN` is sent to (exact host names, over https or ssh only).
     pub token_hosts: Vec<String>,
     /// Git tokens bound to one host each: `[[fetch.credentials]] host = "git.example.com",
@@ -558,6 +562,7 @@ impl Default for FetchConfig {
             exclude: Vec::new(),
             timeout_secs: 600,
             secrets_allow: Vec::new(),
+            commit_history: 100,
             token_hosts: vec!["github.com".into()],
             credentials: Vec::new(),
         }

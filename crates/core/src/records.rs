@@ -439,6 +439,21 @@ pub struct RepoList {
 /// Version of [`RepoList`] written by this release.
 pub const REPO_LIST_VERSION: u32 = 1;
 
+/// One commit of a repository's history, recorded by the fetcher
+/// (`commits/repo=<key>/<head>.json`, one file of these per fetched head): the message says
+/// why code changed; the compactor indexes it as a `commit` doc.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CommitRecord {
+    pub repo_id: RepoId,
+    pub commit: CommitId,
+    /// Author time, RFC 3339.
+    pub authored_at: String,
+    /// The message, secrets redacted.
+    pub message: String,
+    /// Paths the commit changed against its first parent (at most 100).
+    pub paths: Vec<String>,
+}
+
 /// `repos/<repo_id>/state.json`: what the fetcher last indexed. Written only after every event
 /// of that commit was acknowledged by the bus.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]

@@ -503,6 +503,17 @@ pub mod keys {
         format!("manifests/repo={}/{commit}.parquet", repo.key())
     }
 
+    /// `commits/repo=<repo key>/<head>.json`: the commits a fetch of `head` recorded (JSON
+    /// array of [`crate::records::CommitRecord`]).
+    pub fn commits(repo: &RepoId, head: &CommitId) -> String {
+        format!("commits/repo={}/{head}.json", repo.key())
+    }
+
+    /// The commit records of one repository.
+    pub fn commits_of(repo: &RepoId) -> String {
+        format!("commits/repo={}/", repo.key())
+    }
+
     /// `chunks/repo=<repo key>/<hash of path, blob and chunker version>.parquet`: one part per
     /// file version, so a replayed event rewrites the same object.
     pub fn chunk_part(

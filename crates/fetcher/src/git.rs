@@ -762,3 +762,60 @@ mod tests {
         assert_eq!(endpoint("/srv/git/r"), None);
     }
 }
+
+/// One commit of the history: id, author time (seconds since the epoch), message and the
+/// paths it changed against its first parent.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct HistoryCommit {
+    pub id: Oid,
+    pub time: i64,
+    pub message: String,
+    pub paths: Vec<String>,
+}
+
+/// Most paths recorded per commit.
+pub const MAX_COMMIT_PATHS: usize = 100;
+
+/// The commits reachable from `head` and not from `since` (all of them without `since`, or
+/// when `since` is not in the mirror any more), newest first, at most `limit`.
+pub fn history(
+    repo: &Repository,
+    head: Oid,
+    since: Option<Oid>,
+    limit: usize,
+) -> Result<Vec<HistoryCommit>, git2::Error> {
+    if limit == 0 {
+        return Ok(Vec::new());
+    }
+    let mut walk = repo.revwalk()?;
+    walk.set_sorting(git2::Sort::TOPOLOGICAL | git2::Sort::TIME)?;
+    walk.push(head)?;
+    if let Some(s) = since.filter(|s| repo.find_commit(*s).is_ok()) {
+        walk.hide(s)?;
+    }
+    let mut out = Vec::new();
+    for id in walk.take(limit) {
+        let commit = repo.find_commit(id?)?;
+        let tree = commit.tree()?;
+        let parent = match commit.parents().next() {
+            Some(p) => Some(p.tree()?),
+            None => None,
+        };
+        let diff = repo.diff_tree_to_tree(parent.as_ref(), Some(&tree), None)?;
+        let mut paths = Vec::new();
+        for d in diff.deltas().take(MAX_COMMIT_PATHS) {
+            if let Some(p) = d.new_file().path().or_else(|| d.old_file().path()) {
+                paths.push(p.to_string_lossy().into_owned());
+            }
+        }
+        out.push(HistoryCommit {
+            id: commit.id(),
+            time: commit.author().when().seconds(),
+            message: String::from_utf8_lossy(commit.message_bytes())
+                .trim()
+                .to_owned(),
+            paths,
+        });
+    }
+    Ok(out)
+}

@@ -40,8 +40,8 @@ use tokio::sync::mpsc;
 use trawl_core::bus::Bus;
 use trawl_core::config::FetchConfig;
 use trawl_core::records::{
-    self, FILE_EVENT_VERSION, FileEvent, FileOp, MANIFEST_VERSION, ManifestRow, REPO_LIST_VERSION,
-    REPO_STATE_VERSION, RepoList, RepoState,
+    self, CommitRecord, FILE_EVENT_VERSION, FileEvent, FileOp, MANIFEST_VERSION, ManifestRow,
+    REPO_LIST_VERSION, REPO_STATE_VERSION, RepoList, RepoState,
 };
 use trawl_core::store::{Store, keys};
 use trawl_core::{BlobId, CommitId, RepoId, RunId, language};
@@ -150,6 +150,8 @@ pub struct RepoReport {
     pub secrets_redacted: BTreeMap<&'static str, u64>,
     /// Content bytes published.
     pub bytes: u64,
+    /// Commits whose messages were recorded (`fetch.commit_history`).
+    pub commits: u64,
     pub millis: u64,
     /// With [`RunOptions::defer_state`]: the state to record once what was published is
     /// durable downstream ([`Fetcher::commit_states`]).
@@ -373,6 +375,29 @@ impl Fetcher {
             return Ok(());
         }
 
+        // The commits since the last indexed one (the last `fetch.commit_history` on a first
+        // run), for their messages: why the code changed.
+        let limit = match (self.cfg.commit_history, &old) {
+            (0, _) => 0,
+            (n, None) => n,
+            (_, Some(_)) => MAX_NEW_COMMITS,
+        };
+        let since = old.as_deref().and_then(|c| Oid::from_str(c).ok());
+        let (synced, history) = tokio::task::spawn_blocking(move || {
+            let h = git::history(&synced.repo, synced.head, since, limit);
+            (synced, h)
+        })
+        .await
+        .map_err(|e| RepoFailure::new(FailureReason::Other, format!("history task: {e}")))?;
+        let commits = match history {
+            Ok(h) => commit_records(&spec.id, h),
+            Err(e) => {
+                tracing::warn!(repo = %spec.id, error = %e, "cannot read the commit history; indexing the files without it");
+                Vec::new()
+            }
+        };
+        report.commits = commits.len() as u64;
+
         // 2. the previous manifest, when the store has it.
         let prev_rows: HashMap<String, ManifestRow> = match &old {
             Some(c) => match c.parse::<CommitId>() {
@@ -435,12 +460,18 @@ impl Fetcher {
             return Ok(());
         }
 
-        // 4. manifest, then state: only now is the commit indexed.
+        // 4. manifest and commit messages, then state: only now is the commit indexed.
         let parquet = records::to_parquet(&rows).map_err(output)?;
         self.store
             .put(&keys::manifest(&spec.id, &head), parquet)
             .await
             .map_err(output)?;
+        if !commits.is_empty() {
+            self.store
+                .put_json(&keys::commits(&spec.id, &head), &commits)
+                .await
+                .map_err(output)?;
+        }
         let state = RepoState {
             schema_version: REPO_STATE_VERSION,
             repo: spec.id.clone(),
@@ -470,6 +501,32 @@ impl Fetcher {
         }
         Ok(())
     }
+}
+
+/// Most commits recorded by one run of a repository after its first.
+const MAX_NEW_COMMITS: usize = 1000;
+
+/// The records of `history`, messages redacted by the secret rules (a commit whose message
+/// a rule says not to publish at all is left out).
+fn commit_records(repo: &RepoId, history: Vec<git::HistoryCommit>) -> Vec<CommitRecord> {
+    history
+        .into_iter()
+        .filter_map(|c| {
+            let message = match secrets::scan(&c.message) {
+                secrets::Verdict::Clean(t) => t.to_owned(),
+                secrets::Verdict::Redacted { text, .. } => text,
+                secrets::Verdict::Skip(_) => return None,
+            };
+            let at = std::time::UNIX_EPOCH + Duration::from_secs(c.time.max(0) as u64);
+            Some(CommitRecord {
+                repo_id: repo.clone(),
+                commit: commit_id(c.id),
+                authored_at: humantime::format_rfc3339_seconds(at).to_string(),
+                message,
+                paths: c.paths,
+            })
+        })
+        .collect()
 }
 
 fn commit_id(oid: Oid) -> CommitId {

@@ -78,6 +78,9 @@ pub struct Counts {
     /// Chunks indexed for text only, still waiting for a vector.
     pub text_only: u64,
     pub repos: u64,
+    /// Commit messages indexed as `commit` docs (words only), beside the chunks.
+    #[serde(default)]
+    pub commits: u64,
 }
 
 /// How a generation was built.

@@ -204,6 +204,39 @@ pub enum Role {
     Test,
     Example,
     Docs,
+    /// A commit message: why code changed.
+    History,
+}
+
+/// Whether a question asks why or when code changed (`why was the retry removed`, `when was
+/// the pool added`, `which commit changed the parser`): commit messages then compete with
+/// code on equal terms instead of as prose.
+pub fn asks_for_history(query: &str) -> bool {
+    const WORDS: [&str; 6] = [
+        "commit",
+        "commits",
+        "history",
+        "changelog",
+        "regression",
+        "reverted",
+    ];
+    const PHRASES: [&str; 9] = [
+        "when was",
+        "when were",
+        "who changed",
+        "was removed",
+        "were removed",
+        "was added",
+        "was changed",
+        "was introduced",
+        "got removed",
+    ];
+    let lower = query.trim().to_lowercase();
+    lower.starts_with("why ")
+        || PHRASES.iter().any(|p| lower.contains(p))
+        || lower
+            .split(|c: char| !c.is_alphanumeric())
+            .any(|w| WORDS.contains(&w))
 }
 
 const TEST_DIRS: [&str; 9] = [
@@ -255,6 +288,9 @@ pub fn chunk_role(d: &DocRow) -> Role {
 
 /// The role of a file.
 pub fn role(path: &str, kind: ChunkKind) -> Role {
+    if kind == ChunkKind::Commit {
+        return Role::History;
+    }
     let lower = path.to_lowercase();
     let mut parts: Vec<&str> = lower.split('/').collect();
     let file = parts.pop().unwrap_or_default();
@@ -291,13 +327,21 @@ pub fn role(path: &str, kind: ChunkKind) -> Role {
 }
 
 /// The prior of a chunk for a query: below 1 for what the query does not ask for.
-pub fn prior(d: &DocRow, wants_code: bool, params: &QueryConfig) -> f64 {
+pub fn prior(d: &DocRow, wants_code: bool, history: bool, params: &QueryConfig) -> f64 {
     let role = chunk_role(d);
-    let mut p = if wants_code {
+    let mut p = if role == Role::History {
+        // Commit messages are prose: they compete as docs unless the question asks why or
+        // when something changed.
+        if history || !wants_code {
+            1.0
+        } else {
+            params.docs_prior
+        }
+    } else if wants_code {
         match role {
             Role::Implementation => 1.0,
             Role::Test | Role::Example => params.test_prior,
-            Role::Docs => params.docs_prior,
+            Role::Docs | Role::History => params.docs_prior,
         }
     } else {
         match role {
@@ -550,8 +594,9 @@ pub fn adjust<'a, S: std::hash::BuildHasher>(
         }
     }
     let wants_code = intent.wants_code(query);
+    let history = asks_for_history(query);
     for (key, v) in fused.iter_mut() {
-        *v *= prior(doc(*key), wants_code, params);
+        *v *= prior(doc(*key), wants_code, history, params);
     }
 }
 
@@ -685,6 +730,12 @@ mod tests {
             role("src/contest.rs", ChunkKind::Function),
             Role::Implementation
         );
+        assert_eq!(role("", ChunkKind::Commit), Role::History);
+        assert!(asks_for_history("why was the retry removed"));
+        assert!(asks_for_history("which commit changed the parser?"));
+        assert!(asks_for_history("when was the connection pool added"));
+        assert!(!asks_for_history("how do I remove a handler"));
+        assert!(!asks_for_history("retry policy"));
         for (name, test) in [
             ("tests.parse_spec_global", true),
             ("filter::tests::matches", true),

@@ -707,11 +707,9 @@ fn hit(d: &DocRow, score: f64) -> Hit {
 
 /// How `b` relates to an accepted result `a` of the same file, if they share lines.
 fn overlap(a: &DocRow, b: &DocRow) -> Option<&'static str> {
-    if a.repo_id != b.repo_id
-        || a.path != b.path
-        || a.kind == ChunkKind::Toc
-        || b.kind == ChunkKind::Toc
-    {
+    // A table of contents covers everything, and commit messages have no place in a file.
+    let placed = |d: &DocRow| !matches!(d.kind, ChunkKind::Toc | ChunkKind::Commit);
+    if a.repo_id != b.repo_id || a.path != b.path || !placed(a) || !placed(b) {
         return None;
     }
     if b.start_line > a.end_line || a.start_line > b.end_line {
