@@ -263,13 +263,13 @@ impl ChunkWorker {
                 self.metrics.panics.fetch_add(1, Ordering::Relaxed);
                 tracing::warn!(key = %d.key, %error, attempt = d.attempt, max_attempts = self.max_attempts, "the chunker panicked; the event goes back");
                 self.metrics.retries.fetch_add(1, Ordering::Relaxed);
-                tokio::time::sleep(Duration::from_millis(100 * u64::from(d.attempt.min(50)))).await;
+                tokio::time::sleep(trawl_core::retry::redelivery_delay(d.attempt)).await;
                 d.nack();
             }
             Err(Failure::Transient(error)) => {
                 tracing::warn!(key = %d.key, %error, attempt = d.attempt, "chunking failed; the event goes back");
                 self.metrics.retries.fetch_add(1, Ordering::Relaxed);
-                tokio::time::sleep(Duration::from_millis(100 * u64::from(d.attempt.min(50)))).await;
+                tokio::time::sleep(trawl_core::retry::redelivery_delay(d.attempt)).await;
                 d.nack();
             }
         }

@@ -234,16 +234,18 @@ async fn renew(
 /// A plain put, tried again on a store error (a stalled or throttled request): lease writes
 /// are small and idempotent, and a lease must not be lost to one slow request.
 async fn put_retrying(store: &Store, key: &str, bytes: Bytes) -> Result<(), CompactError> {
-    let mut attempt = 0;
+    let mut delays =
+        trawl_core::retry::delays(Duration::from_millis(400), Duration::from_secs(4), 4);
     loop {
         match store.put(key, bytes.clone()).await {
             Ok(()) => return Ok(()),
-            Err(e) if attempt < 4 => {
-                attempt += 1;
-                tracing::warn!(key, error = %e, attempt, "lease write failed; retrying");
-                tokio::time::sleep(Duration::from_millis(200 << attempt)).await;
-            }
-            Err(e) => return Err(e.into()),
+            Err(e) => match delays.next() {
+                Some(delay) => {
+                    tracing::warn!(key, error = %e, ?delay, "lease write failed; retrying");
+                    tokio::time::sleep(delay).await;
+                }
+                None => return Err(e.into()),
+            },
         }
     }
 }

@@ -18,6 +18,7 @@ pub mod ids;
 pub mod kind;
 pub mod language;
 pub mod records;
+pub mod retry;
 #[cfg(feature = "s3-testing")]
 pub mod s3_testing;
 pub mod secret;

@@ -125,11 +125,7 @@ pub(crate) fn quota(per_minute: u64, burst: u64) -> Quota {
 /// The backoff of `cfg`: `max_retries` delays from `min_delay`, doubling up to `max_delay`,
 /// each stretched by a random factor in [1, 2).
 fn policy(cfg: &ClientConfig) -> ExponentialBuilder {
-    ExponentialBuilder::new()
-        .with_min_delay(cfg.min_delay)
-        .with_max_delay(cfg.max_delay)
-        .with_max_times(cfg.max_retries as usize)
-        .with_jitter()
+    trawl_core::retry::backoff(cfg.min_delay, cfg.max_delay, cfg.max_retries as usize)
 }
 
 impl VoyageClient {
