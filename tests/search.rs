@@ -261,6 +261,29 @@ fn index_then_search_cites_definitions_filters_expands_and_reindexes_incremental
         hits[0]["context"]
     );
 
+    // Asked who calls it, the callers come first: found through the call graph, not by
+    // the words, which the definition itself matches best.
+    let hits = search_json(work.path(), &["who calls parse_http_response?", "-k", "3"]);
+    assert_eq!(hits[0]["symbol"], "fetch_with_retries", "{hits:?}");
+    assert!(
+        hits.iter().any(|h| h["symbol"] == "parse_http_response"),
+        "{hits:?}"
+    );
+    let words_only = search_json(
+        work.path(),
+        &[
+            "who calls parse_http_response?",
+            "-k",
+            "1",
+            "--set",
+            "query.callers_boost=0",
+        ],
+    );
+    assert_eq!(
+        words_only[0]["symbol"], "parse_http_response",
+        "{words_only:?}"
+    );
+
     // The human format: citation · symbol · kind · score, then the snippet with line numbers.
     let human = ok(&trawl(work.path())
         .args(["search", "parse_http_response", "-k", "1"])
@@ -1309,6 +1332,12 @@ fn why_code_changed_is_answered_by_the_commit_that_changed_it() {
             .all(|h| !h["text"].as_str().unwrap().contains("three attempts")),
         "{commits:?}"
     );
+    // Commit messages switched off: they never answer.
+    let off = search_json(
+        work.path(),
+        &["why was the retry removed", "--set", "query.commits=false"],
+    );
+    assert!(off.iter().all(|h| h["kind"] != "commit"), "{off:?}");
     // A code question does not get commits first.
     let code = search_json(work.path(), &["fetch", "-k", "1"]);
     assert_eq!(code[0]["kind"], "function", "{code:?}");

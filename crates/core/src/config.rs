@@ -89,6 +89,15 @@ pub struct QueryConfig {
     /// A doc section that names a definition in a code span (`` `Client.retry` ``) adds
     /// this share of its score to that definition (0 = off).
     pub prose_lend: f64,
+    /// A question that asks who calls a definition (`who calls parse_args`, `where is
+    /// Client.retry used`) adds this to the fused score of each of its callers, as resolved
+    /// by the call graph (0 = off: the words alone decide).
+    pub callers_boost: f64,
+    /// Commit messages are searched (false: they never answer, whatever is asked).
+    pub commits: bool,
+    /// Prior of a commit message when the question asks why or when code changed (`why was
+    /// the retry removed`, `which commit added …`); 1 = on equal terms with the code.
+    pub history_prior: f64,
     /// Weight of a query's adjacent word pairs found side by side in a chunk, relative to
     /// one matching word (0 = no phrase scoring).
     pub phrase_weight: f32,
@@ -156,6 +165,9 @@ impl Default for QueryConfig {
             module_prior: 1.0,
             narrow: true,
             prose_lend: 0.1,
+            callers_boost: 1.0,
+            commits: true,
+            history_prior: 1.5,
             phrase_weight: 6.0,
             candidates: 50,
             ef_search: 128,

@@ -4,7 +4,8 @@
 //! A query is a JSON line `{"id","query","kind","targets":[{"repo","path","start_line",
 //! "end_line"}]}`. A result hits a target when it is in the same repository (the target's
 //! `repo` is a pattern: `*` matches any) and path, and their line ranges overlap by at least
-//! half of the smaller range.
+//! half of the smaller range. A target with a `commit` (a hexadecimal prefix of its id) is a
+//! commit message: a result hits it when it is that commit's doc in a matching repository.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -20,9 +21,15 @@ use crate::request::Hit;
 #[serde(deny_unknown_fields)]
 pub struct Target {
     pub repo: String,
+    #[serde(default)]
     pub path: String,
+    #[serde(default)]
     pub start_line: u32,
+    #[serde(default)]
     pub end_line: u32,
+    /// A commit message as the answer: a prefix of the commit's id (at least 7 digits).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub commit: Option<String>,
 }
 
 /// One query of the set.
@@ -58,6 +65,27 @@ pub fn load(path: &Path) -> Result<Vec<EvalQuery>, QueryError> {
                 i + 1,
                 q.id
             )));
+        }
+        for t in &q.targets {
+            let bad = match &t.commit {
+                Some(c) => (c.len() < 7 || !c.chars().all(|c| c.is_ascii_hexdigit())).then(|| {
+                    format!("commit {c:?} is not a hexadecimal commit id of 7 or more digits")
+                }),
+                None => (t.path.is_empty() || t.start_line == 0 || t.end_line < t.start_line).then(
+                    || {
+                        "a target needs a path and lines (1 ≤ start_line ≤ end_line), or a commit"
+                            .to_owned()
+                    },
+                ),
+            };
+            if let Some(why) = bad {
+                return Err(QueryError::BadRequest(format!(
+                    "{}:{}: query {:?}: {why}",
+                    path.display(),
+                    i + 1,
+                    q.id
+                )));
+            }
         }
         out.push(q);
     }
@@ -103,6 +131,8 @@ pub fn ablations() -> Vec<Ablation> {
             p.narrow = false;
         }),
         ("prose lending", |p| p.prose_lend = 0.0),
+        ("callers", |p| p.callers_boost = 0.0),
+        ("commit messages", |p| p.commits = false),
     ]
 }
 
@@ -113,6 +143,11 @@ fn repo_matches(pattern: &str, repo: &str) -> bool {
 
 /// Whether a result (or what it collapsed into it) hits a target.
 pub fn hits(hit: &Hit, t: &Target) -> bool {
+    if let Some(prefix) = &t.commit {
+        return hit.kind == "commit"
+            && repo_matches(&t.repo, &hit.repo)
+            && hit.commit.starts_with(&prefix.to_ascii_lowercase());
+    }
     if !repo_matches(&t.repo, &hit.repo) || hit.path != t.path {
         return false;
     }
@@ -247,6 +282,7 @@ mod tests {
 
     fn target(path: &str, a: u32, b: u32) -> Target {
         Target {
+            commit: None,
             repo: "*".into(),
             path: path.into(),
             start_line: a,
@@ -268,6 +304,57 @@ mod tests {
         let mut other = t.clone();
         other.repo = "github.com/a/*".into();
         assert!(!hits(&hit("a.py", 10, 20), &other));
+    }
+
+    #[test]
+    fn a_commit_target_is_hit_by_that_commit_only() {
+        let t = Target {
+            commit: Some("61B69E9".into()),
+            repo: "*/click".into(),
+            path: String::new(),
+            start_line: 0,
+            end_line: 0,
+        };
+        let mut c = hit("", 1, 3);
+        c.chunk.kind = "commit".into();
+        c.chunk.repo = "github.com/pallets/click".into();
+        c.chunk.commit = "61b69e967e525bd502f5bf42def4d551e761fe0e".into();
+        assert!(hits(&c, &t));
+        let mut other = c.clone();
+        other.chunk.commit = "a2ac5839f29f61cf7f3f229c67b97d07988e479b".into();
+        assert!(!hits(&other, &t), "another commit");
+        let mut code = c.clone();
+        code.chunk.kind = "function".into();
+        assert!(!hits(&code, &t), "code of that commit is not its message");
+        let mut elsewhere = c;
+        elsewhere.chunk.repo = "github.com/spf13/cobra".into();
+        assert!(!hits(&elsewhere, &t));
+    }
+
+    #[test]
+    fn a_target_without_lines_or_a_commit_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let bad = [
+            r#"{"id":"a","query":"q","kind":"history","targets":[{"repo":"*","commit":"61b6"}]}"#,
+            r#"{"id":"b","query":"q","kind":"history","targets":[{"repo":"*","commit":"not-hex!"}]}"#,
+            r#"{"id":"c","query":"q","kind":"natural","targets":[{"repo":"*","path":"a.py"}]}"#,
+        ];
+        for line in bad {
+            let p = dir.path().join("q.jsonl");
+            std::fs::write(&p, line).unwrap();
+            let e = load(&p).unwrap_err().to_string();
+            assert!(e.contains("q.jsonl:1"), "{e}");
+        }
+        let p = dir.path().join("ok.jsonl");
+        std::fs::write(
+            &p,
+            r#"{"id":"d","query":"q","kind":"history","targets":[{"repo":"*","commit":"61b69e9"}]}"#,
+        )
+        .unwrap();
+        assert_eq!(
+            load(&p).unwrap()[0].targets[0].commit.as_deref(),
+            Some("61b69e9")
+        );
     }
 
     #[test]

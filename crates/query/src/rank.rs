@@ -239,6 +239,51 @@ pub fn asks_for_history(query: &str) -> bool {
             .any(|w| WORDS.contains(&w))
 }
 
+/// Whether a question asks who calls a definition (`who calls parse_args`, `where is
+/// Client.retry used`, `callers of retry`): the definition's callers then join the answers.
+pub fn asks_for_callers(query: &str) -> bool {
+    const PHRASES: [&str; 12] = [
+        "who calls",
+        "what calls",
+        "which functions call",
+        "which function calls",
+        "which methods call",
+        "which method calls",
+        "callers of",
+        "call sites of",
+        "call site of",
+        "usages of",
+        "uses of",
+        "who uses",
+    ];
+    let lower = query.trim().to_lowercase();
+    let words: Vec<&str> = lower
+        .split(|c: char| !c.is_alphanumeric() && c != '_')
+        .filter(|w| !w.is_empty())
+        .collect();
+    PHRASES.iter().any(|p| lower.contains(p))
+        || (matches!(words.first(), Some(&"where"))
+            && words
+                .iter()
+                .any(|w| matches!(*w, "called" | "used" | "invoked")))
+}
+
+/// The identifiers a question names (`_build_prompt`, `Client.retry`, `mergeHeaders()`),
+/// with backticks, quotes and trailing punctuation taken off, in the order written.
+pub fn named_identifiers(query: &str) -> Vec<String> {
+    query
+        .split_whitespace()
+        .map(|w| {
+            w.trim_matches(|c: char| "`'\"“”‘’".contains(c))
+                .trim_end_matches(['?', ',', ';', '!', ':'])
+                .trim_end_matches('.')
+                .trim_matches(|c: char| "`'\"".contains(c))
+        })
+        .filter(|w| identifier_like(w))
+        .map(str::to_owned)
+        .collect()
+}
+
 const TEST_DIRS: [&str; 9] = [
     "test",
     "tests",
@@ -332,7 +377,9 @@ pub fn prior(d: &DocRow, wants_code: bool, history: bool, params: &QueryConfig) 
     let mut p = if role == Role::History {
         // Commit messages are prose: they compete as docs unless the question asks why or
         // when something changed.
-        if history || !wants_code {
+        if history {
+            params.history_prior
+        } else if !wants_code {
             1.0
         } else {
             params.docs_prior
@@ -554,6 +601,9 @@ pub fn adjust<'a, S: std::hash::BuildHasher>(
     doc: impl Fn(Key) -> &'a DocRow,
     definitions: impl Fn(&str) -> Vec<Key>,
 ) {
+    if !params.commits {
+        fused.retain(|key, _| doc(*key).kind != ChunkKind::Commit);
+    }
     if params.message_boost > 0.0 && intent == Intent::Error {
         let top = fused.values().copied().fold(0.0, f64::max);
         let message = collapse(query);
@@ -697,6 +747,34 @@ mod tests {
         ] {
             assert_eq!(classify(q), want, "{q}");
         }
+    }
+
+    #[test]
+    fn questions_about_callers() {
+        for q in [
+            "who calls parse_args?",
+            "What calls `Client.retry`",
+            "callers of mergeHeaders",
+            "where is _build_prompt used",
+            "where is HasAlias called from?",
+            "which functions call try_init_from_env",
+        ] {
+            assert!(asks_for_callers(q), "{q}");
+        }
+        for q in [
+            "how is the retry delay computed",
+            "where is the config file read",
+            "parse_args",
+            "what is called when the pool is empty",
+        ] {
+            assert!(!asks_for_callers(q), "{q}");
+        }
+        assert_eq!(
+            named_identifiers("who calls `Client.retry`, or _build_prompt()?"),
+            ["Client.retry", "_build_prompt()"]
+        );
+        assert_eq!(named_identifiers("who calls HasAlias?"), ["HasAlias"]);
+        assert!(named_identifiers("who calls the parser?").is_empty());
     }
 
     #[test]

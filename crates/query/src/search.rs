@@ -364,6 +364,34 @@ pub fn candidates_with(
             *fused.entry(k).or_default() += boost;
         }
     }
+    // "Who calls X?": the callers of X's definitions, resolved by the compactor's call graph,
+    // join the answers ahead of the words that merely mention X.
+    if params.callers_boost > 0.0 && rank::asks_for_callers(&req.query) {
+        let filters: Vec<SegFilter> = generation
+            .segments
+            .iter()
+            .map(|seg| SegFilter::new(seg, &filter))
+            .collect();
+        for name in rank::named_identifiers(&req.query) {
+            let key = normalize_symbol(&name);
+            let mut defs = definitions(&key);
+            if defs.is_empty()
+                && let Some((_, member)) = key.rsplit_once('.')
+            {
+                defs = definitions(member);
+            }
+            if defs.is_empty() || defs.len() > MAX_MEMBER_MATCHES {
+                continue;
+            }
+            for def in defs {
+                for &(s, o) in generation.callers(&doc(def).chunk_id) {
+                    if filters[s as usize].ok(u64::from(o)) {
+                        *fused.entry((s, o)).or_default() += params.callers_boost;
+                    }
+                }
+            }
+        }
+    }
     rank::adjust(&mut fused, &req.query, intent, params, doc, definitions);
     let mut candidates: Vec<Candidate> = fused.into_iter().map(|((s, o), v)| (s, o, v)).collect();
     candidates.sort_by(by_score);
