@@ -1310,6 +1310,11 @@ fn why_code_changed_is_answered_by_the_commit_that_changed_it() {
         "{top}"
     );
     assert!(top["text"].as_str().unwrap().contains("changed: client.py"));
+    // The definitions whose lines it changed, as the file reads now.
+    assert!(
+        top["text"].as_str().unwrap().contains("touched: fetch"),
+        "{top}"
+    );
     let human = ok(&trawl(work.path())
         .args(["search", "why was the retry removed", "-k", "1"])
         .output()
@@ -1341,6 +1346,35 @@ fn why_code_changed_is_answered_by_the_commit_that_changed_it() {
     // A code question does not get commits first.
     let code = search_json(work.path(), &["fetch", "-k", "1"]);
     assert_eq!(code[0]["kind"], "function", "{code:?}");
+    // Expanded, the code shows the commit that last changed its lines: why it reads so.
+    let expanded = search_json(work.path(), &["fetch", "-k", "1", "--expand"]);
+    let why: Vec<&serde_json::Value> = expanded[0]["context"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|c| c["relation"] == "commit")
+        .collect();
+    assert_eq!(why.len(), 1, "{expanded:?}");
+    assert_eq!(why[0]["commit"], removal.to_string());
+    assert!(
+        why[0]["text"]
+            .as_str()
+            .unwrap()
+            .starts_with("Remove the retry loop"),
+        "{why:?}"
+    );
+    let human = ok(&trawl(work.path())
+        .args(["search", "fetch", "-k", "1", "--expand"])
+        .output()
+        .unwrap());
+    assert!(
+        human.contains(&format!(
+            "↳ commit    {}@{} · Remove the retry loop from fetch",
+            why[0]["repo"].as_str().unwrap(),
+            &removal.to_string()[..12]
+        )),
+        "{human}"
+    );
 
     // Every new commit after: both are found, a secret in a message is not.
     src.commit_saying(

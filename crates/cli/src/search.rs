@@ -168,6 +168,17 @@ fn print_hits(out: &mut impl Write, resp: &SearchResponse) -> std::io::Result<()
         )?;
         snippet(out, h)?;
         for c in &h.context {
+            if c.kind == "commit" {
+                // A commit: where to read it, and its summary line.
+                writeln!(
+                    out,
+                    "      ↳ {:<9} {} · {}",
+                    c.relation,
+                    c.citation(),
+                    c.text.lines().next().unwrap_or_default()
+                )?;
+                continue;
+            }
             writeln!(
                 out,
                 "      ↳ {:<9} {}:{}#L{}-L{} · {} · {}",

@@ -38,16 +38,7 @@ pub struct CallStats {
 
 /// The kinds whose symbol a call can name.
 fn callable(kind: ChunkKind) -> bool {
-    matches!(
-        kind,
-        ChunkKind::Function
-            | ChunkKind::Method
-            | ChunkKind::Class
-            | ChunkKind::Struct
-            | ChunkKind::Enum
-            | ChunkKind::Interface
-            | ChunkKind::Trait
-    )
+    kind.is_code_definition() && kind != ChunkKind::Impl
 }
 
 /// File stems that name their directory's module rather than themselves.

@@ -23,6 +23,7 @@ pub mod live;
 pub mod parts;
 pub mod retention;
 pub mod run;
+pub mod touched;
 
 pub use build::{BuildOptions, LiveDoc, build};
 pub use gc::{GcReport, gc};

@@ -257,8 +257,9 @@ pub async fn live_set(store: &Store, space: Option<&Space>) -> Result<LiveSet, C
             }
         })
         .collect();
+    let defs = definition_lines(&docs);
     for s in &states {
-        docs.extend(commit_docs(store, &s.repo).await?);
+        docs.extend(commit_docs(store, &s.repo, &defs).await?);
     }
     docs.sort_by_key(|d| d.doc.chunk_id);
     let mut runs: Vec<RunId> = states.iter().map(|s| s.last_run.clone()).collect();
@@ -275,9 +276,41 @@ pub async fn live_set(store: &Store, space: Option<&Space>) -> Result<LiveSet, C
 /// The kind of a commit message's doc.
 pub const COMMIT_KIND: ChunkKind = ChunkKind::Commit;
 
+/// The live definitions of each (repository, path): their lines and names, newest chunker
+/// version's, for the symbols a commit touched.
+pub type DefinitionLines = HashMap<(RepoId, String), Vec<(u32, u32, String)>>;
+
+/// The definitions among `docs` by file.
+pub fn definition_lines(docs: &[LiveDoc]) -> DefinitionLines {
+    let mut out: DefinitionLines = HashMap::new();
+    for d in docs {
+        let defines = d.doc.kind.is_code_definition();
+        let name = d.doc.qualified_name.as_ref().or(d.doc.symbol.as_ref());
+        if let (true, Some(name)) = (defines, name) {
+            out.entry((d.doc.repo_id.clone(), d.doc.path.clone()))
+                .or_default()
+                .push((d.doc.start_line, d.doc.end_line, name.clone()));
+        }
+    }
+    out
+}
+
+/// Later commits a commit's lines are carried through; past this many they are not worth
+/// the guess.
+const MAX_CARRY: usize = 50;
+/// Names a commit doc lists as touched.
+const MAX_TOUCHED_NAMES: usize = 20;
+/// Line spans a commit doc keeps.
+const MAX_TOUCHED_SPANS: usize = 100;
+
 /// The commit messages the fetcher recorded for `repo`, one `commit` doc each (words only:
-/// the message, then the paths it changed), newest record of a commit kept.
-pub async fn commit_docs(store: &Store, repo: &RepoId) -> Result<Vec<LiveDoc>, CompactError> {
+/// the message, the paths it changed, and the definitions whose lines it changed as the
+/// files read now), newest record of a commit kept.
+pub async fn commit_docs(
+    store: &Store,
+    repo: &RepoId,
+    defs: &DefinitionLines,
+) -> Result<Vec<LiveDoc>, CompactError> {
     let mut by_commit: HashMap<CommitId, CommitRecord> = HashMap::new();
     for key in store.list(&keys::commits_of(repo)).await? {
         let Some(records) = store.get_json::<Vec<CommitRecord>>(&key).await? else {
@@ -287,10 +320,68 @@ pub async fn commit_docs(store: &Store, repo: &RepoId) -> Result<Vec<LiveDoc>, C
             by_commit.insert(r.commit.clone(), r);
         }
     }
-    Ok(by_commit.into_values().map(commit_doc).collect())
+    // Newest first (author time, RFC 3339 in UTC, sorts as text): each commit's lines are
+    // carried through the changes of the later ones to where they are now.
+    let mut records: Vec<CommitRecord> = by_commit.into_values().collect();
+    records.sort_by(|a, b| {
+        b.authored_at
+            .cmp(&a.authored_at)
+            .then_with(|| a.commit.cmp(&b.commit))
+    });
+    let mut later: HashMap<String, Vec<Option<Vec<trawl_core::records::Hunk>>>> = HashMap::new();
+    let mut out = Vec::with_capacity(records.len());
+    for r in records {
+        let mut spans: Vec<(String, u32, u32)> = Vec::new();
+        for path in &r.paths {
+            let own = r.hunks.iter().find(|f| &f.path == path);
+            let after = later.entry(path.clone()).or_default();
+            if let Some(own) = own
+                && after.len() <= MAX_CARRY
+            {
+                let chain: Vec<Option<&[trawl_core::records::Hunk]>> =
+                    after.iter().rev().map(Option::as_deref).collect();
+                for (a, b) in crate::touched::current_lines(&own.hunks, &chain) {
+                    spans.push((path.clone(), a, b));
+                }
+            }
+            after.push(own.map(|f| f.hunks.clone()));
+        }
+        out.push(commit_doc(r, &spans, defs));
+    }
+    Ok(out)
 }
 
-fn commit_doc(r: CommitRecord) -> LiveDoc {
+/// The innermost definitions of `repo` whose lines meet `spans`, in span order, each once.
+fn touched_names(
+    repo: &RepoId,
+    spans: &[(String, u32, u32)],
+    defs: &DefinitionLines,
+) -> Vec<String> {
+    let mut names: Vec<String> = Vec::new();
+    for (path, a, b) in spans {
+        let Some(file) = defs.get(&(repo.clone(), path.clone())) else {
+            continue;
+        };
+        let meets: Vec<&(u32, u32, String)> =
+            file.iter().filter(|(s, e, _)| s <= b && a <= e).collect();
+        for d in &meets {
+            // A container whose member also meets the span is not what changed.
+            let holds_another = meets.iter().any(|o| {
+                !std::ptr::eq(*o, *d) && d.0 <= o.0 && o.1 <= d.1 && (o.0, o.1) != (d.0, d.1)
+            });
+            if !holds_another && !names.contains(&d.2) {
+                names.push(d.2.clone());
+            }
+        }
+        if names.len() >= MAX_TOUCHED_NAMES {
+            names.truncate(MAX_TOUCHED_NAMES);
+            break;
+        }
+    }
+    names
+}
+
+fn commit_doc(r: CommitRecord, spans: &[(String, u32, u32)], defs: &DefinitionLines) -> LiveDoc {
     let sha = r.commit.to_string();
     let short = &sha[..sha.len().min(12)];
     let summary = r.message.lines().next().unwrap_or_default().to_owned();
@@ -299,12 +390,25 @@ fn commit_doc(r: CommitRecord) -> LiveDoc {
         text.push_str("\n\nchanged: ");
         text.push_str(&r.paths.join(", "));
     }
-    let header = format!("commit {short} · {} · {summary}", r.authored_at);
+    let names = touched_names(&r.repo_id, spans, defs);
+    if !names.is_empty() {
+        text.push_str("\ntouched: ");
+        text.push_str(&names.join(", "));
+    }
+    let header = trawl_index::docs::commit_header(short, &r.authored_at, &summary);
+    let touched: Vec<String> = spans
+        .iter()
+        .take(MAX_TOUCHED_SPANS)
+        .map(|(p, a, b)| trawl_index::docs::touched_span(p, *a, *b))
+        .collect();
+    // The spans move when later commits change the same files: they are part of the doc's
+    // content, so a generation replaces the doc when they move.
+    let hashed = format!("{text}\n{}", touched.join("\n"));
     let doc = DocRow {
         schema_version: trawl_index::docs::DOC_VERSION,
         ord: 0,
         chunk_id: trawl_core::hash::chunk_id(&r.repo_id, "", COMMIT_KIND.as_str(), &sha, 0),
-        content_hash: trawl_core::hash::content_hash(COMMIT_KIND.as_str(), &header, &text),
+        content_hash: trawl_core::hash::content_hash(COMMIT_KIND.as_str(), &header, &hashed),
         has_vector: false,
         repo_id: r.repo_id,
         commit: r.commit,
@@ -323,6 +427,7 @@ fn commit_doc(r: CommitRecord) -> LiveDoc {
         call_ids: Vec::new(),
         imports: Vec::new(),
         members: Vec::new(),
+        touched,
     };
     LiveDoc { doc, vector: None }
 }

@@ -78,6 +78,22 @@ impl ChunkKind {
         }
     }
 
+    /// True for the definitions of code a name stands for: functions, methods, types and
+    /// impl blocks (not modules, skeletons, module code or prose).
+    pub fn is_code_definition(self) -> bool {
+        matches!(
+            self,
+            ChunkKind::Function
+                | ChunkKind::Method
+                | ChunkKind::Class
+                | ChunkKind::Struct
+                | ChunkKind::Enum
+                | ChunkKind::Interface
+                | ChunkKind::Trait
+                | ChunkKind::Impl
+        )
+    }
+
     /// True for kinds whose oversize definitions split into members plus a skeleton.
     pub fn is_container(self) -> bool {
         matches!(

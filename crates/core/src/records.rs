@@ -452,6 +452,31 @@ pub struct CommitRecord {
     pub message: String,
     /// Paths the commit changed against its first parent (at most 100).
     pub paths: Vec<String>,
+    /// The lines it changed in each text file of `paths` (files over 1 MiB, binary ones and
+    /// files with more than 200 hunks have none). Absent from records written before it
+    /// existed.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub hunks: Vec<FileHunks>,
+}
+
+/// The hunks of one file in one commit.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FileHunks {
+    pub path: String,
+    /// In file order.
+    pub hunks: Vec<Hunk>,
+}
+
+/// One change to a file, as `git diff -U0` prints it: `old_lines` lines of the file before,
+/// from `old_start`, became `new_lines` lines after, from `new_start` (1-based). A count of
+/// 0 is a pure insertion (old side: after line `old_start`) or deletion (new side: after
+/// line `new_start`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Hunk {
+    pub old_start: u32,
+    pub old_lines: u32,
+    pub new_start: u32,
+    pub new_lines: u32,
 }
 
 /// `repos/<repo_id>/state.json`: what the fetcher last indexed. Written only after every event

@@ -771,10 +771,16 @@ pub struct HistoryCommit {
     pub time: i64,
     pub message: String,
     pub paths: Vec<String>,
+    /// The changed lines of each text file among `paths`.
+    pub hunks: Vec<trawl_core::records::FileHunks>,
 }
 
 /// Most paths recorded per commit.
 pub const MAX_COMMIT_PATHS: usize = 100;
+/// Files larger than this are recorded as changed, without their lines.
+const MAX_HUNK_FILE_BYTES: i64 = 1 << 20;
+/// A file with more hunks than this in one commit is recorded without its lines.
+const MAX_FILE_HUNKS: usize = 200;
 
 /// The commits reachable from `head` and not from `since` (all of them without `since`, or
 /// when `since` is not in the mirror any more), newest first, at most `limit`.
@@ -801,12 +807,20 @@ pub fn history(
             Some(p) => Some(p.tree()?),
             None => None,
         };
-        let diff = repo.diff_tree_to_tree(parent.as_ref(), Some(&tree), None)?;
+        let mut opts = git2::DiffOptions::new();
+        opts.context_lines(0).max_size(MAX_HUNK_FILE_BYTES);
+        let diff = repo.diff_tree_to_tree(parent.as_ref(), Some(&tree), Some(&mut opts))?;
         let mut paths = Vec::new();
-        for d in diff.deltas().take(MAX_COMMIT_PATHS) {
-            if let Some(p) = d.new_file().path().or_else(|| d.old_file().path()) {
-                paths.push(p.to_string_lossy().into_owned());
+        let mut hunks = Vec::new();
+        for (i, d) in diff.deltas().enumerate().take(MAX_COMMIT_PATHS) {
+            let Some(p) = d.new_file().path().or_else(|| d.old_file().path()) else {
+                continue;
+            };
+            let path = p.to_string_lossy().into_owned();
+            if let Some(file) = file_hunks(&diff, i, &path)? {
+                hunks.push(file);
             }
+            paths.push(path);
         }
         out.push(HistoryCommit {
             id: commit.id(),
@@ -815,7 +829,42 @@ pub fn history(
                 .trim()
                 .to_owned(),
             paths,
+            hunks,
         });
     }
     Ok(out)
+}
+
+/// The hunks of delta `i` of `diff` (made with no context lines), or none for a binary or
+/// deleted file, one over the size limit, or one with too many hunks to record.
+fn file_hunks(
+    diff: &git2::Diff<'_>,
+    i: usize,
+    path: &str,
+) -> Result<Option<trawl_core::records::FileHunks>, git2::Error> {
+    let delta = diff.get_delta(i);
+    if delta.is_none_or(|d| d.status() == git2::Delta::Deleted || d.flags().is_binary()) {
+        return Ok(None);
+    }
+    let Some(patch) = git2::Patch::from_diff(diff, i)? else {
+        return Ok(None);
+    };
+    let n = patch.num_hunks();
+    if n == 0 || n > MAX_FILE_HUNKS {
+        return Ok(None);
+    }
+    let mut hunks = Vec::with_capacity(n);
+    for h in 0..n {
+        let (hunk, _) = patch.hunk(h)?;
+        hunks.push(trawl_core::records::Hunk {
+            old_start: hunk.old_start(),
+            old_lines: hunk.old_lines(),
+            new_start: hunk.new_start(),
+            new_lines: hunk.new_lines(),
+        });
+    }
+    Ok(Some(trawl_core::records::FileHunks {
+        path: path.to_owned(),
+        hunks,
+    }))
 }

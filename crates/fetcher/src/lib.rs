@@ -524,6 +524,7 @@ fn commit_records(repo: &RepoId, history: Vec<git::HistoryCommit>) -> Vec<Commit
                 authored_at: humantime::format_rfc3339_seconds(at).to_string(),
                 message,
                 paths: c.paths,
+                hunks: c.hunks,
             })
         })
         .collect()

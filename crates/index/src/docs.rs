@@ -46,6 +46,33 @@ pub struct DocRow {
     /// Absent from segments written before it existed.
     #[serde(default)]
     pub members: Vec<String>,
+    /// A commit message's doc: the lines it changed that the live files still hold, as
+    /// [`touched_span`]s (`path#Lstart-Lend`). Empty for every other doc, and absent from
+    /// segments written before it existed.
+    #[serde(default)]
+    pub touched: Vec<String>,
+}
+
+/// A span of lines a commit changed: `path#Lstart-Lend`.
+pub fn touched_span(path: &str, start: u32, end: u32) -> String {
+    format!("{path}#L{start}-L{end}")
+}
+
+/// The path and lines of a [`touched_span`]; `None` when it is not one.
+pub fn parse_touched_span(span: &str) -> Option<(&str, u32, u32)> {
+    let (path, lines) = span.rsplit_once("#L")?;
+    let (a, b) = lines.split_once("-L")?;
+    Some((path, a.parse().ok()?, b.parse().ok()?))
+}
+
+/// The header of a commit message's doc: `commit <short id> · <author time> · <summary>`.
+pub fn commit_header(short: &str, authored_at: &str, summary: &str) -> String {
+    format!("commit {short} · {authored_at} · {summary}")
+}
+
+/// The author time (RFC 3339) of a [`commit_header`].
+pub fn commit_authored_at(header: &str) -> Option<&str> {
+    header.strip_prefix("commit ")?.split(" · ").nth(1)
 }
 
 impl DocRow {
@@ -80,6 +107,7 @@ impl DocRow {
             list("call_ids"),
             list("imports"),
             list("members"),
+            list("touched"),
         ]))
     }
 
@@ -108,6 +136,7 @@ impl DocRow {
             call_ids: Vec::new(),
             imports: c.imports,
             members: c.members,
+            touched: Vec::new(),
         }
     }
 
@@ -177,9 +206,21 @@ mod tests {
             call_ids: vec![id],
             imports: vec![],
             members: vec!["C.f".into()],
+            touched: vec![touched_span("x.py", 1, 2)],
         };
         let back: Vec<DocRow> =
             from_parquet(to_parquet(std::slice::from_ref(&d)).unwrap()).unwrap();
         assert_eq!(back, [d]);
+    }
+
+    #[test]
+    fn spans_and_commit_headers_read_back() {
+        let span = touched_span("src/a#b.rs", 10, 42);
+        assert_eq!(parse_touched_span(&span), Some(("src/a#b.rs", 10, 42)));
+        assert_eq!(parse_touched_span("src/a.rs"), None);
+        assert_eq!(parse_touched_span("src/a.rs#Lx-L2"), None);
+        let h = commit_header("61b69e967e52", "2026-08-18T10:00:00Z", "Resolve · once");
+        assert_eq!(commit_authored_at(&h), Some("2026-08-18T10:00:00Z"));
+        assert_eq!(commit_authored_at("app.py · function run"), None);
     }
 }

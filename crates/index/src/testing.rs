@@ -65,6 +65,7 @@ pub fn function_doc(
         call_ids: vec![],
         imports: vec![],
         members: vec![],
+        touched: vec![],
     }
 }
 

@@ -94,8 +94,21 @@ pub struct Generation {
     /// when the generation opens, so a new caller in a changed file shows at once on a callee
     /// whose own file did not change.
     callers: HashMap<ChunkId, Vec<(u32, u32)>>,
+    /// (repository, path) → the commit docs whose changed lines that file still holds: their
+    /// lines, author time and (segment, ord), newest first.
+    commits_by_file: HashMap<(trawl_core::ids::RepoId, String), Vec<FileCommit>>,
     /// How long opening took, and how much was downloaded.
     pub load: LoadStats,
+}
+
+/// A commit that changed lines of a file, as the file reads now.
+#[derive(Clone, Debug)]
+pub struct FileCommit {
+    pub start_line: u32,
+    pub end_line: u32,
+    /// RFC 3339.
+    pub authored_at: String,
+    pub doc: (u32, u32),
 }
 
 /// What opening a generation cost.
@@ -116,6 +129,27 @@ impl Generation {
     /// The live docs whose resolved calls name `id`, in (segment, ord) order.
     pub fn callers(&self, id: &ChunkId) -> &[(u32, u32)] {
         self.callers.get(id).map_or(&[], Vec::as_slice)
+    }
+
+    /// The commits whose changes to `path` of `repo` meet lines `start..=end`, newest first,
+    /// each once.
+    pub fn commits_touching(
+        &self,
+        repo: &trawl_core::ids::RepoId,
+        path: &str,
+        start: u32,
+        end: u32,
+    ) -> Vec<(u32, u32)> {
+        let mut out: Vec<(u32, u32)> = Vec::new();
+        let Some(list) = self.commits_by_file.get(&(repo.clone(), path.to_owned())) else {
+            return out;
+        };
+        for c in list {
+            if c.start_line <= end && start <= c.end_line && !out.contains(&c.doc) {
+                out.push(c.doc);
+            }
+        }
+        out
     }
 
     /// Live docs.
@@ -210,6 +244,8 @@ impl Generation {
         .map_err(|e| QueryError::Index(format!("opening segments: {e}")))??;
         let mut by_id = HashMap::new();
         let mut callers: HashMap<ChunkId, Vec<(u32, u32)>> = HashMap::new();
+        let mut commits_by_file: HashMap<(trawl_core::ids::RepoId, String), Vec<FileCommit>> =
+            HashMap::new();
         for (s, seg) in segments.iter().enumerate() {
             for (o, d) in seg.docs.iter().enumerate() {
                 if seg.alive[o] {
@@ -220,8 +256,25 @@ impl Generation {
                             .or_default()
                             .push((s as u32, o as u32));
                     }
+                    let at = trawl_index::docs::commit_authored_at(&d.header);
+                    for span in d.touched.iter().filter(|_| at.is_some()) {
+                        if let Some((path, a, b)) = trawl_index::docs::parse_touched_span(span) {
+                            commits_by_file
+                                .entry((d.repo_id.clone(), path.to_owned()))
+                                .or_default()
+                                .push(FileCommit {
+                                    start_line: a,
+                                    end_line: b,
+                                    authored_at: at.unwrap_or_default().to_owned(),
+                                    doc: (s as u32, o as u32),
+                                });
+                        }
+                    }
                 }
             }
+        }
+        for list in commits_by_file.values_mut() {
+            list.sort_by(|a, b| b.authored_at.cmp(&a.authored_at).then(a.doc.cmp(&b.doc)));
         }
         load.seconds = t0.elapsed().as_secs_f64();
         tracing::debug!(
@@ -238,6 +291,7 @@ impl Generation {
             segments,
             by_id,
             callers,
+            commits_by_file,
             load,
         })
     }

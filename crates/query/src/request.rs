@@ -176,8 +176,9 @@ pub struct Cited {
 }
 
 /// What a context chunk is to its result: `member` / `container` / `overlap` (a hit
-/// collapsed into the result) or `parent` / `sibling` / `callee` / `caller` (graph expansion).
-pub const RELATIONS: [&str; 7] = [
+/// collapsed into the result) or `parent` / `sibling` / `callee` / `caller` (graph expansion)
+/// or `commit` (a recent commit that changed its lines).
+pub const RELATIONS: [&str; 8] = [
     "member",
     "container",
     "overlap",
@@ -185,6 +186,7 @@ pub const RELATIONS: [&str; 7] = [
     "sibling",
     "callee",
     "caller",
+    "commit",
 ];
 
 /// [`Context::relation`] in the OpenAPI document: one of [`RELATIONS`].
@@ -230,8 +232,8 @@ impl std::ops::Deref for Hit {
     }
 }
 
-impl Hit {
-    /// `repo@commit:path#Lstart-Lend`.
+impl Cited {
+    /// `repo@commit:path#Lstart-Lend`; a commit message: `repo@commit`.
     pub fn citation(&self) -> String {
         if self.kind == "commit" {
             // A commit message cites the commit itself.

@@ -854,7 +854,22 @@ fn expand_one(generation: &Generation, d: &DocRow, h: &mut Hit, access: &Access)
     for caller in callers {
         add("caller", caller, h);
     }
+    // The last commits that changed these lines, newest first: why they read as they do.
+    if d.kind != ChunkKind::Commit && !d.path.is_empty() {
+        let commits = generation
+            .commits_touching(&d.repo_id, &d.path, d.start_line, d.end_line)
+            .into_iter()
+            .map(|(s, o)| &generation.segments[s as usize].docs[o as usize])
+            .filter(|c| access.allows(c.repo_id.as_str()))
+            .take(MAX_COMMITS);
+        for c in commits {
+            add("commit", c, h);
+        }
+    }
 }
+
+/// Commits shown as a result's context.
+const MAX_COMMITS: usize = 2;
 
 #[cfg(test)]
 mod tests {

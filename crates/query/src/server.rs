@@ -777,7 +777,7 @@ mod tests {
             relation["enum"],
             serde_json::json!(crate::request::RELATIONS)
         );
-        assert_eq!(crate::request::RELATIONS.len(), 7);
+        assert_eq!(crate::request::RELATIONS.len(), 8);
         let search = &doc["paths"]["/v1/search"]["post"];
         let statuses: Vec<&String> = search["responses"].as_object().unwrap().keys().collect();
         assert_eq!(
