@@ -214,6 +214,185 @@ fn an_unchanged_index_run_keeps_the_live_generation_instead_of_building_one() {
 }
 
 #[test]
+fn a_changed_night_rebuilds_only_the_changed_repositories_and_equals_a_full_build() {
+    let cart_repo = SourceRepo::named("night-a");
+    let pay_repo = SourceRepo::named("night-b");
+    let ship_repo = SourceRepo::named("night-c");
+    cart_repo.commit(
+        &[
+            (
+                "cart.py",
+                file("def add_item(cart, item):\n    cart.append(item)\n"),
+            ),
+            ("old.py", file("def retired_helper():\n    return 0\n")),
+        ],
+        false,
+    );
+    pay_repo.commit(
+        &[(
+            "pay.py",
+            file("def charge(card, amount):\n    return card.debit(amount)\n"),
+        )],
+        false,
+    );
+    ship_repo.commit(
+        &[(
+            "ship.py",
+            file("def dispatch_parcel(parcel):\n    return parcel.send()\n"),
+        )],
+        false,
+    );
+    // Two more that do not change: an incremental build is for a minority of repositories.
+    let (dee_repo, eee_repo) = (SourceRepo::named("night-d"), SourceRepo::named("night-e"));
+    dee_repo.commit(&[("d.py", file("def dee():\n    return 4\n"))], false);
+    eee_repo.commit(&[("e.py", file("def eee():\n    return 5\n"))], false);
+    let work = tempfile::tempdir().unwrap();
+    let (pa, pb, pc, pd, pe) = (
+        cart_repo.path(),
+        pay_repo.path(),
+        ship_repo.path(),
+        dee_repo.path(),
+        eee_repo.path(),
+    );
+    crate::search::index(work.path(), &[&pa, &pb, &pc, &pd, &pe], "hash");
+    // Night two: a file of a changed, one added, one deleted; c left the list; b as it was.
+    cart_repo.commit(
+        &[
+            (
+                "cart.py",
+                file("def add_item(cart, item):\n    cart.insert(0, item)\n"),
+            ),
+            ("new.py", file("def fresh_feature():\n    return 1\n")),
+        ],
+        false,
+    );
+    // Tombstones under this share of a shard's docs stay tombstones (these shards are tiny).
+    crate::search::ok(
+        &crate::search::trawl(work.path())
+            .args(["--set", "compact.merge_tombstone_ratio=0.9", "index"])
+            .args([&pa, &pb, &pd, &pe])
+            .args(["--embedder", "hash"])
+            .output()
+            .unwrap(),
+    );
+    let root = work.path().join(".trawl");
+    let manifest = |root: &std::path::Path| -> serde_json::Value {
+        let cur: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(root.join("index/CURRENT")).unwrap()).unwrap();
+        let g = cur["generation"].as_u64().unwrap();
+        serde_json::from_slice(
+            &std::fs::read(root.join(format!("index/gen={g}/manifest.json"))).unwrap(),
+        )
+        .unwrap()
+    };
+    let night = manifest(&root);
+    assert_eq!(night["build"]["repos_rebuilt"], 2, "a and c only: {night}");
+    let found = |q: &str| {
+        crate::search::search_json(work.path(), &[q, "--mode", "lexical", "-k", "3"])
+            .iter()
+            .any(|h| h["symbol"] == q)
+    };
+    assert!(found("fresh_feature"));
+    assert!(found("charge"), "b's docs were kept");
+    assert!(!found("retired_helper"), "a deleted file is gone");
+    assert!(
+        !found("dispatch_parcel"),
+        "a repository that left the list is gone"
+    );
+    let cart = crate::search::search_json(work.path(), &["add_item", "-k", "1"]);
+    assert!(
+        cart[0]["text"]
+            .as_str()
+            .unwrap()
+            .contains("insert(0, item)")
+    );
+    let table = || {
+        crate::search::ok(
+            &crate::search::trawl(work.path())
+                .args([
+                    "sql",
+                    "--csv",
+                    "select repo_id, path, start_line, chunk_id, content_hash from chunks",
+                ])
+                .output()
+                .unwrap(),
+        )
+    };
+    let every_doc = || {
+        let mut docs: Vec<String> =
+            crate::search::search_json(work.path(), &["def", "--mode", "lexical", "-k", "100"])
+                .iter()
+                .map(|h| format!("{} {} {}", h["path"], h["start_line"], h["chunk_id"]))
+                .collect();
+        docs.sort();
+        docs
+    };
+    let (night_table, night_docs) = (table(), every_doc());
+    // The same inputs built whole give the same index.
+    crate::search::ok(
+        &crate::search::trawl(work.path())
+            .args(["compact", "--full", "--embedder", "hash"])
+            .output()
+            .unwrap(),
+    );
+    let full = manifest(&root);
+    assert!(full["build"]["repos_rebuilt"].is_null(), "{full}");
+    assert_eq!(night["counts"], full["counts"]);
+    assert_eq!(night["repo_inputs"], full["repo_inputs"]);
+    assert_eq!(
+        night_table,
+        table(),
+        "the chunks table, row for row and in order"
+    );
+    assert_eq!(night_docs, every_doc());
+    assert!(night_docs.len() >= 3, "{night_docs:?}");
+
+    // Night three, every changed shard merged (one segment a shard at most): the shards an
+    // incremental build merges read the kept repositories' docs and vectors back from their
+    // segments.
+    pay_repo.commit(
+        &[(
+            "pay.py",
+            file("def charge(card, amount):\n    return card.debit(amount * 2)\n"),
+        )],
+        false,
+    );
+    crate::search::ok(
+        &crate::search::trawl(work.path())
+            .args(["--set", "compact.max_segments=1", "index"])
+            .args([&pa, &pb, &pd, &pe])
+            .args(["--embedder", "hash"])
+            .output()
+            .unwrap(),
+    );
+    let night = manifest(&root);
+    assert_eq!(night["build"]["repos_rebuilt"], 1, "{night}");
+    assert!(
+        night["build"]["shards_rebuilt"].as_u64().unwrap() > 0,
+        "{night}"
+    );
+    assert_eq!(night["counts"]["with_vector"], night["counts"]["chunks"]);
+    let (night_table, night_docs) = (table(), every_doc());
+    let vector_hits = |q: &str| {
+        crate::search::search_json(work.path(), &[q, "--mode", "vector", "-k", "1"])[0]["symbol"]
+            .clone()
+    };
+    let night_vector = vector_hits("def dee():\n    return 4\n");
+    crate::search::ok(
+        &crate::search::trawl(work.path())
+            .args(["compact", "--full", "--embedder", "hash"])
+            .output()
+            .unwrap(),
+    );
+    let full = manifest(&root);
+    assert_eq!(night["counts"], full["counts"]);
+    assert_eq!(night_table, table());
+    assert_eq!(night_docs, every_doc());
+    assert_eq!(night_vector, "dee", "a kept doc keeps its vector");
+    assert_eq!(vector_hits("def dee():\n    return 4\n"), night_vector);
+}
+
+#[test]
 fn gc_deletes_the_chunk_parts_of_superseded_file_versions_and_keeps_the_live_ones() {
     let src = SourceRepo::named("parts");
     let work = tempfile::tempdir().unwrap();

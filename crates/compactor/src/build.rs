@@ -12,12 +12,12 @@
 //! A format, space or shard-count change rebuilds everything. Nothing of the live generation is
 //! touched: the new one is written beside it, then `CURRENT` is swapped.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::time::Instant;
 
 use futures::StreamExt;
 
-use trawl_core::ids::{Generation, RunId};
+use trawl_core::ids::{Generation, RepoId, RunId};
 use trawl_core::space::Space;
 use trawl_core::store::Store;
 use trawl_index::docs::{DocKey, DocRow};
@@ -55,6 +55,13 @@ pub struct BuildOptions {
     /// How long the compactor lease lasts without renewal (it is renewed every third of it
     /// while the build runs): a compactor that dies holds the index for at most this long.
     pub lease_ttl: std::time::Duration,
+    /// `Some`: the docs given are those of these repositories only; every other
+    /// repository's docs stay as the live generation holds them (an incremental build, which
+    /// fails with [`CompactError::NeedsWholeSet`] when it cannot be one). `None`: the docs
+    /// given are the whole live set.
+    pub only: Option<BTreeSet<RepoId>>,
+    /// Recorded in the manifest ([`Manifest::repo_inputs`]).
+    pub repo_inputs: BTreeMap<RepoId, String>,
 }
 
 impl Default for BuildOptions {
@@ -69,6 +76,8 @@ impl Default for BuildOptions {
             inputs: None,
             table: None,
             lease_ttl: std::time::Duration::from_secs(120),
+            only: None,
+            repo_inputs: BTreeMap::new(),
         }
     }
 }
@@ -79,11 +88,21 @@ pub fn shard_of(doc: &DocRow, shards: u32) -> u32 {
     (u64::from_le_bytes(b[..8].try_into().expect("8 bytes")) % u64::from(shards.max(1))) as u32
 }
 
-/// What the live generation holds in one shard: live docs by key → (segment dir, ord).
+/// A live doc of the live generation: where it is, its repository, and whether it is a
+/// commit message.
+#[derive(Clone, Debug)]
+struct Held {
+    dir: String,
+    ord: u64,
+    repo: String,
+    commit: bool,
+}
+
+/// What the live generation holds in one shard: live docs by key.
 async fn shard_contents(
     store: &Store,
     entry: &ShardEntry,
-) -> Result<(HashMap<DocKey, (String, u64)>, Tombstones, u64), CompactError> {
+) -> Result<(HashMap<DocKey, Held>, Tombstones, u64), CompactError> {
     let tomb: Tombstones = match &entry.tombstones {
         Some(k) => store.get_json(k).await?.unwrap_or_default(),
         None => Tombstones::default(),
@@ -102,17 +121,26 @@ async fn shard_contents(
             .get(&seg.dir)
             .map(|v| v.iter().copied().collect())
             .unwrap_or_default();
-        for (ord, key) in rows {
+        for (ord, key, repo, commit) in rows {
             if !dead.contains(&ord) {
-                live.insert(key, (seg.dir.clone(), ord));
+                live.insert(
+                    key,
+                    Held {
+                        dir: seg.dir.clone(),
+                        ord,
+                        repo,
+                        commit,
+                    },
+                );
             }
         }
     }
     Ok((live, tomb, total))
 }
 
-/// The (ord, key) of every doc of a segment's doc store, reading only those four columns.
-fn segment_keys(bytes: bytes::Bytes) -> Result<Vec<(u64, DocKey)>, CompactError> {
+/// The (ord, key, repository, is a commit message) of every doc of a segment's doc store,
+/// reading only those six columns.
+fn segment_keys(bytes: bytes::Bytes) -> Result<Vec<(u64, DocKey, String, bool)>, CompactError> {
     use arrow_array::{Array, BooleanArray, StringArray, UInt64Array};
     use parquet::arrow::ProjectionMask;
     use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
@@ -120,7 +148,14 @@ fn segment_keys(bytes: bytes::Bytes) -> Result<Vec<(u64, DocKey)>, CompactError>
     let builder = ParquetRecordBatchReaderBuilder::try_new(bytes).map_err(|e| bad(&e))?;
     let mask = ProjectionMask::columns(
         builder.parquet_schema(),
-        ["ord", "chunk_id", "content_hash", "has_vector"],
+        [
+            "ord",
+            "chunk_id",
+            "content_hash",
+            "has_vector",
+            "repo_id",
+            "kind",
+        ],
     );
     let reader = builder.with_projection(mask).build().map_err(|e| bad(&e))?;
     let mut out = Vec::new();
@@ -154,13 +189,27 @@ fn segment_keys(bytes: bytes::Bytes) -> Result<Vec<(u64, DocKey)>, CompactError>
             .as_any()
             .downcast_ref::<BooleanArray>()
             .ok_or_else(|| bad(&"has_vector"))?;
+        let (repo, kind) = (col("repo_id")?, col("kind")?);
+        let repo = repo
+            .as_any()
+            .downcast_ref::<StringArray>()
+            .ok_or_else(|| bad(&"repo_id"))?;
+        let kind = kind
+            .as_any()
+            .downcast_ref::<StringArray>()
+            .ok_or_else(|| bad(&"kind"))?;
         for i in 0..batch.num_rows() {
             let key = DocKey {
                 chunk_id: trawl_core::ChunkId::try_from(id.value(i).to_owned())?,
                 content_hash: trawl_core::ContentHash::try_from(hash.value(i).to_owned())?,
                 has_vector: vec.value(i),
             };
-            out.push((ord.value(i), key));
+            out.push((
+                ord.value(i),
+                key,
+                repo.value(i).to_owned(),
+                kind.value(i) == crate::live::COMMIT_KIND.as_str(),
+            ));
         }
     }
     Ok(out)
@@ -260,12 +309,34 @@ async fn build_leased(
             && p.format_version == FORMAT_VERSION
             && (p.space.is_none() || space.is_none() || p.space == space)
     });
+    if opts.only.is_some() && reusable.is_none() {
+        return Err(CompactError::NeedsWholeSet(
+            "no live generation of this format and vector space to build on".into(),
+        ));
+    }
+    // The chunks table: the given one, or for an incremental build the live generation's
+    // with the rebuilt repositories' rows replaced.
+    let table = match &opts.only {
+        None => opts.table.clone(),
+        Some(only) => {
+            let key = previous
+                .as_ref()
+                .and_then(|p| p.chunks_table.clone())
+                .ok_or_else(|| {
+                    CompactError::NeedsWholeSet("the live generation has no chunks table".into())
+                })?;
+            let old = store.get(&key).await?.ok_or_else(|| {
+                CompactError::NeedsWholeSet(format!("the live chunks table {key} is missing"))
+            })?;
+            Some(crate::table::replace_repos(old, opts.table.clone(), only)?)
+        }
+    };
     let shard_count = reusable.map_or(opts.shards.max(1), |p| p.shard_count);
     let calls = crate::calls::resolve_calls(&mut live);
     tracing::debug!(?calls, "calls resolved");
 
     let mut counts = Counts::default();
-    let mut repos = HashSet::new();
+    let mut repos: HashSet<String> = HashSet::new();
     let mut by_shard: BTreeMap<u32, Vec<LiveDoc>> = BTreeMap::new();
     for d in live {
         if d.doc.kind == crate::live::COMMIT_KIND {
@@ -277,16 +348,16 @@ async fn build_leased(
             counts.chunks += 1;
             counts.text_only += 1;
         }
-        repos.insert(d.doc.repo_id.clone());
+        repos.insert(d.doc.repo_id.to_string());
         by_shard
             .entry(shard_of(&d.doc, shard_count))
             .or_default()
             .push(d);
     }
-    counts.repos = repos.len() as u64;
 
     let mut stats = BuildStats {
         full: reusable.is_none(),
+        repos_rebuilt: opts.only.as_ref().map(|o| o.len() as u64),
         ..BuildStats::default()
     };
     // Shards are independent: build them concurrently, as many as there are cores.
@@ -294,7 +365,7 @@ async fn build_leased(
         .map(|k| (k, by_shard.remove(&k).unwrap_or_default()))
         .collect();
     let space_ref = space.as_ref();
-    let built: Vec<Result<(ShardEntry, BuildStats), CompactError>> =
+    let built: Vec<Result<(ShardEntry, BuildStats, Tally), CompactError>> =
         futures::stream::iter(jobs.into_iter().map(|(k, docs)| {
             progress.shard(k, shard_count);
             let old = reusable.and_then(|p| p.shards.iter().find(|s| s.shard == k));
@@ -306,10 +377,16 @@ async fn build_leased(
         .await;
     let mut shards = Vec::with_capacity(built.len());
     for b in built {
-        let (entry, s) = b?;
+        let (entry, s, kept) = b?;
         stats.add(&s);
         shards.push(entry);
+        counts.chunks += kept.chunks;
+        counts.with_vector += kept.with_vector;
+        counts.text_only += kept.text_only;
+        counts.commits += kept.commits;
+        repos.extend(kept.repos);
     }
+    counts.repos = repos.len() as u64;
     stats.seconds = started.elapsed().as_secs_f64();
     let manifest = Manifest {
         format_version: FORMAT_VERSION,
@@ -323,12 +400,10 @@ async fn build_leased(
         previous: current.as_ref().map(|(c, _)| c.generation),
         build: stats,
         inputs: opts.inputs.clone(),
-        chunks_table: opts
-            .table
-            .as_ref()
-            .map(|_| generation::chunks_table_key(next)),
+        chunks_table: table.as_ref().map(|_| generation::chunks_table_key(next)),
+        repo_inputs: opts.repo_inputs.clone(),
     };
-    if let (Some(bytes), Some(key)) = (&opts.table, &manifest.chunks_table) {
+    if let (Some(bytes), Some(key)) = (&table, &manifest.chunks_table) {
         store.put(key, bytes.clone()).await?;
     }
     let hash = generation::put_manifest(store, &manifest).await?;
@@ -336,6 +411,37 @@ async fn build_leased(
     lease.check().await?;
     generation::swap(store, next, &hash, current.as_ref().map(|(_, v)| v)).await?;
     Ok(manifest)
+}
+
+/// The docs of a shard an incremental build keeps as they are (their repositories were not
+/// rebuilt), counted.
+#[derive(Debug, Default)]
+struct Tally {
+    docs: u64,
+    chunks: u64,
+    with_vector: u64,
+    text_only: u64,
+    commits: u64,
+    repos: HashSet<String>,
+}
+
+impl Tally {
+    fn add(&mut self, key: &DocKey, held: &Held) {
+        self.docs += 1;
+        if held.commit {
+            self.commits += 1;
+        } else {
+            self.chunks += 1;
+            if key.has_vector {
+                self.with_vector += 1;
+            } else {
+                self.text_only += 1;
+            }
+        }
+        if !self.repos.contains(&held.repo) {
+            self.repos.insert(held.repo.clone());
+        }
+    }
 }
 
 /// One shard of the next generation: reused, a delta, or rebuilt.
@@ -347,7 +453,7 @@ async fn build_shard(
     old: Option<&ShardEntry>,
     space: Option<&Space>,
     opts: &BuildOptions,
-) -> Result<(ShardEntry, BuildStats), CompactError> {
+) -> Result<(ShardEntry, BuildStats, Tally), CompactError> {
     let mut stats = BuildStats::default();
     docs.sort_by(|a, b| {
         (a.doc.repo_id.as_str(), &a.doc.path, a.doc.start_line).cmp(&(
@@ -356,33 +462,64 @@ async fn build_shard(
             b.doc.start_line,
         ))
     });
+    let whole = |why: String| CompactError::NeedsWholeSet(format!("shard {k} {why}"));
     let Some(old) = old else {
+        if opts.only.is_some() {
+            return Err(whole("is new".into()));
+        }
         let entry = rebuild(store, k, shard_dir, docs, space, opts, &mut stats).await?;
-        return Ok((entry, stats));
+        return Ok((entry, stats, Tally::default()));
     };
     let (have, mut tomb, total) = shard_contents(store, old).await?;
     let want: HashSet<DocKey> = docs.iter().map(key_of).collect();
+    let rebuilt: Option<HashSet<&str>> = opts
+        .only
+        .as_ref()
+        .map(|o| o.iter().map(RepoId::as_str).collect());
     let added: Vec<LiveDoc> = docs
         .iter()
         .filter(|d| !have.contains_key(&key_of(d)))
         .cloned()
         .collect();
-    let removed: Vec<(String, u64)> = have
-        .iter()
-        .filter(|(k, _)| !want.contains(k))
-        .map(|(_, v)| v.clone())
-        .collect();
+    let mut kept = Tally::default();
+    let mut removed: Vec<(String, u64)> = Vec::new();
+    for (key, held) in &have {
+        if rebuilt
+            .as_ref()
+            .is_some_and(|r| !r.contains(held.repo.as_str()))
+        {
+            // Not rebuilt: stays as the live generation holds it.
+            kept.add(key, held);
+        } else if !want.contains(key) {
+            removed.push((held.dir.clone(), held.ord));
+        }
+    }
     if added.is_empty() && removed.is_empty() {
         stats.shards_reused += 1;
-        return Ok((old.clone(), stats));
+        return Ok((old.clone(), stats, kept));
     }
     let tombstones_after = tomb.count() + removed.len();
     let docs_after = total as usize + added.len();
     let merge = tombstones_after as f64 > opts.merge_tombstone_ratio * docs_after as f64
         || old.segments.len() + 1 > opts.max_segments;
     if merge {
+        let counted = match &rebuilt {
+            // Merging rewrites the kept docs too: read back from the segments that hold them.
+            Some(rebuilt) => {
+                docs.extend(held_docs(store, old, &tomb, rebuilt, space).await?);
+                docs.sort_by(|a, b| {
+                    (a.doc.repo_id.as_str(), &a.doc.path, a.doc.start_line).cmp(&(
+                        b.doc.repo_id.as_str(),
+                        &b.doc.path,
+                        b.doc.start_line,
+                    ))
+                });
+                kept
+            }
+            None => Tally::default(),
+        };
         let entry = rebuild(store, k, shard_dir, docs, space, opts, &mut stats).await?;
-        return Ok((entry, stats));
+        return Ok((entry, stats, counted));
     }
     stats.shards_delta += 1;
     let mut segments = old.segments.clone();
@@ -417,12 +554,77 @@ async fn build_shard(
     Ok((
         ShardEntry {
             shard: k,
-            live_docs: docs.len() as u64,
+            live_docs: docs.len() as u64 + kept.docs,
             segments,
             tombstones: tomb_key,
         },
         stats,
+        kept,
     ))
+}
+
+/// The live docs of `shard` whose repositories are not `rebuilt`, with their vectors, read
+/// back from the segments and vector indexes that hold them.
+async fn held_docs(
+    store: &Store,
+    shard: &ShardEntry,
+    tomb: &Tombstones,
+    rebuilt: &HashSet<&str>,
+    space: Option<&Space>,
+) -> Result<Vec<LiveDoc>, CompactError> {
+    let mut out = Vec::new();
+    for seg in &shard.segments {
+        let key = format!("{}/docs.parquet", seg.dir);
+        let bytes = store.get(&key).await?.ok_or_else(|| {
+            CompactError::Format(format!("segment file {key} is missing from the store"))
+        })?;
+        let dead: HashSet<u64> = tomb
+            .deleted
+            .get(&seg.dir)
+            .map(|v| v.iter().copied().collect())
+            .unwrap_or_default();
+        let rows: Vec<DocRow> = trawl_core::records::from_parquet(bytes)?;
+        let rows: Vec<DocRow> = rows
+            .into_iter()
+            .filter(|d| !dead.contains(&d.ord) && !rebuilt.contains(d.repo_id.as_str()))
+            .collect();
+        let with: Vec<u64> = rows
+            .iter()
+            .filter(|d| d.has_vector)
+            .map(|d| d.ord)
+            .collect();
+        let mut vectors = match space {
+            Some(space) if !with.is_empty() => {
+                let key = format!("{}/vectors.usearch", seg.dir);
+                let bytes = store.get(&key).await?.ok_or_else(|| {
+                    CompactError::Format(format!("segment file {key} is missing from the store"))
+                })?;
+                let space = space.clone();
+                let read = tokio::task::spawn_blocking(move || {
+                    segment::read_vectors(&bytes, &space, &with)
+                })
+                .await
+                .map_err(|e| IndexError::Segment(format!("vector read task: {e}")))??;
+                read.into_iter()
+            }
+            _ => Vec::new().into_iter(),
+        };
+        for d in rows {
+            let vector = if d.has_vector {
+                vectors.next().flatten()
+            } else {
+                None
+            };
+            if d.has_vector && vector.is_none() {
+                return Err(CompactError::Format(format!(
+                    "segment {} lists a vector for doc {} that its vector index does not hold: run `trawl compact --full`",
+                    seg.dir, d.ord
+                )));
+            }
+            out.push(LiveDoc { doc: d, vector });
+        }
+    }
+    Ok(out)
 }
 
 /// A shard rebuilt into one segment from all its live docs.

@@ -23,6 +23,7 @@ pub mod live;
 pub mod parts;
 pub mod retention;
 pub mod run;
+pub mod table;
 pub mod touched;
 
 pub use build::{BuildOptions, LiveDoc, build};
@@ -51,6 +52,11 @@ pub enum CompactError {
     Query(String),
     #[error("local files: {0}")]
     Io(String),
+    /// A build given only the changed repositories' docs needs the others' too (a shard to
+    /// merge, or no live chunks table to carry over): the caller builds from the whole live
+    /// set instead.
+    #[error("an incremental build needs the whole live set: {0}")]
+    NeedsWholeSet(String),
 }
 
 /// Progress callbacks of a build.

@@ -40,6 +40,10 @@ pub struct LiveSet {
     /// The live chunks as a Parquet file of [`ChunkRecord`]s sorted by (repository, path,
     /// line): the generation's `chunks` table (`index/gen=<n>/chunks.parquet`).
     pub table: Option<bytes::Bytes>,
+    /// `Some`: the set holds only these repositories' docs (those whose inputs changed since
+    /// the live generation, and those that left); every other repository's stay as the live
+    /// generation holds them. `None`: the whole live set.
+    pub only: Option<std::collections::BTreeSet<RepoId>>,
 }
 
 /// The columns of the join beyond the chunk's own.
@@ -144,12 +148,75 @@ pub async fn inputs_fingerprint(
     Ok(h.finalize().to_hex().to_string())
 }
 
+/// Per listed repository, a fingerprint of what its live docs are computed from: its last
+/// commit, that commit's manifest, its chunk parts and its commit records (by key and
+/// version), and the vector space. A repository whose fingerprint is the one the live
+/// generation recorded for it (and whose docs all had vectors then) has the same docs now.
+pub async fn repo_fingerprints(
+    store: &Store,
+    space: Option<&Space>,
+) -> Result<std::collections::BTreeMap<RepoId, String>, CompactError> {
+    let states = listed_states(store).await?;
+    // One listing each, grouped by the repository key in the object keys.
+    let mut objects: HashMap<String, Vec<String>> = HashMap::new();
+    for prefix in ["manifests/", "chunks/", "commits/"] {
+        for o in store.list_objects(prefix).await? {
+            let Some(repo) = o
+                .key
+                .strip_prefix(prefix)
+                .and_then(|k| k.split('/').next())
+                .and_then(|d| d.strip_prefix("repo="))
+            else {
+                continue;
+            };
+            objects
+                .entry(repo.to_owned())
+                .or_default()
+                .push(format!("{} {:?} {}", o.key, o.e_tag, o.size));
+        }
+    }
+    let space = space.map(Space::key).unwrap_or_default();
+    let mut out = std::collections::BTreeMap::new();
+    for s in states {
+        let mut h = blake3::Hasher::new_derive_key("trawl 2026-12-01 repository inputs v1");
+        for field in [s.repo.as_str(), &s.last_commit.to_string(), &space] {
+            h.update(field.as_bytes());
+            h.update(&[0]);
+        }
+        let mut listed = objects.remove(&s.repo.key()).unwrap_or_default();
+        listed.sort();
+        for o in listed {
+            h.update(o.as_bytes());
+            h.update(&[0]);
+        }
+        out.insert(s.repo, h.finalize().to_hex().to_string());
+    }
+    Ok(out)
+}
+
 /// Computes the live set; vectors come from `space` (`None`: text only).
 pub async fn live_set(store: &Store, space: Option<&Space>) -> Result<LiveSet, CompactError> {
+    live_set_of(store, space, None).await
+}
+
+/// The live set of the repositories in `only` (`None`: all of them): a repository of `only`
+/// that left the list has no docs, so its old ones go.
+pub async fn live_set_of(
+    store: &Store,
+    space: Option<&Space>,
+    only: Option<&std::collections::BTreeSet<RepoId>>,
+) -> Result<LiveSet, CompactError> {
     let q = |e: datafusion::error::DataFusionError| CompactError::Query(e.to_string());
-    let states = listed_states(store).await?;
+    let mut states = listed_states(store).await?;
+    if let Some(only) = only {
+        states.retain(|s| only.contains(&s.repo));
+    }
+    let scoped = |set: LiveSet| LiveSet {
+        only: only.cloned(),
+        ..set
+    };
     if states.is_empty() {
-        return Ok(LiveSet::default());
+        return Ok(scoped(LiveSet::default()));
     }
     let ctx = SessionContext::new();
     let (object_store, prefix) = store.object_store();
@@ -171,16 +238,32 @@ pub async fn live_set(store: &Store, space: Option<&Space>) -> Result<LiveSet, C
         }
     }
     if manifests.is_empty() {
-        return Ok(LiveSet::default());
+        return Ok(scoped(LiveSet::default()));
     }
     table(&ctx, "m", manifests, ManifestRow::schema(), None)?;
-    table(
-        &ctx,
-        "c",
-        vec![url("chunks/")?],
-        ChunkRecord::schema(),
-        Some("repo"),
-    )?;
+    match only {
+        None => table(
+            &ctx,
+            "c",
+            vec![url("chunks/")?],
+            ChunkRecord::schema(),
+            Some("repo"),
+        )?,
+        // Only these repositories' parts are read.
+        Some(_) => {
+            let mut dirs = Vec::new();
+            for s in &states {
+                let dir = format!("chunks/repo={}/", s.repo.key());
+                if !store.list(&dir).await?.is_empty() {
+                    dirs.push(url(&dir)?);
+                }
+            }
+            if dirs.is_empty() {
+                return Ok(scoped(LiveSet::default()));
+            }
+            table(&ctx, "c", dirs, ChunkRecord::schema(), None)?;
+        }
+    }
     let space_dir = space.map(|s| keys::embedding_space(&s.key()));
     let has_vectors = match &space_dir {
         Some(dir) => !store.list(dir).await?.is_empty(),
@@ -270,6 +353,7 @@ pub async fn live_set(store: &Store, space: Option<&Space>) -> Result<LiveSet, C
         runs,
         repos: states.len(),
         table: Some(table),
+        only: only.cloned(),
     })
 }
 

@@ -5,10 +5,11 @@
 //! What happens is told to a [`WaitObserver`] or returned as a report; the caller decides how
 //! to show it.
 
+use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, SystemTime};
 
 use trawl_core::config::CompactConfig;
-use trawl_core::ids::{Generation, RunId};
+use trawl_core::ids::{Generation, RepoId, RunId};
 use trawl_core::records::{Stage, rfc3339};
 use trawl_core::space::Space;
 use trawl_core::store::Store;
@@ -114,12 +115,27 @@ pub async fn compact(
             unchanged: true,
         });
     }
+    let fingerprints = crate::live::repo_fingerprints(store, space.as_ref())
+        .await
+        .map_err(RunError::Inputs)?;
+    if !full
+        && set.is_none()
+        && let Some(manifest) =
+            incremental(store, cfg, space.as_ref(), &inputs, &fingerprints, progress).await?
+    {
+        return Ok(Compacted {
+            manifest,
+            unchanged: false,
+        });
+    }
     let set = match set {
         Some(s) => s,
         None => crate::live::live_set(store, space.as_ref())
             .await
             .map_err(RunError::LiveSet)?,
     };
+    let mut repo_inputs = BTreeMap::new();
+    record_inputs(&mut repo_inputs, &set, &fingerprints, space.is_some());
     let opts = BuildOptions {
         shards: cfg.shards,
         full,
@@ -129,6 +145,7 @@ pub async fn compact(
         inputs: Some(inputs),
         table: set.table.clone(),
         lease_ttl: Duration::from_secs(cfg.lease_ttl_secs),
+        repo_inputs,
         ..BuildOptions::default()
     };
     let manifest = crate::build(store, set.docs, space, &opts, progress)
@@ -138,6 +155,113 @@ pub async fn compact(
         manifest,
         unchanged: false,
     })
+}
+
+/// Records in `into` the fingerprint of each repository of `set` whose docs all have their
+/// vectors (all of them without a space), and an empty one — never equal to a fingerprint,
+/// so the next compaction rebuilds it — for the others.
+fn record_inputs(
+    into: &mut BTreeMap<RepoId, String>,
+    set: &LiveSet,
+    fingerprints: &BTreeMap<RepoId, String>,
+    vectors: bool,
+) {
+    let waiting: BTreeSet<&RepoId> = set
+        .docs
+        .iter()
+        .filter(|d| vectors && d.doc.kind != crate::live::COMMIT_KIND && d.vector.is_none())
+        .map(|d| &d.doc.repo_id)
+        .collect();
+    for (repo, f) in fingerprints {
+        if set.only.as_ref().is_some_and(|o| !o.contains(repo)) {
+            continue;
+        }
+        let f = if waiting.contains(repo) {
+            String::new()
+        } else {
+            f.clone()
+        };
+        into.insert(repo.clone(), f);
+    }
+}
+
+/// Repositories rebuilt incrementally at most: past this share of them, the whole live set
+/// is cheaper to read than to patch.
+const MAX_INCREMENTAL_SHARE: f64 = 0.5;
+
+/// Builds the next generation from the live generation and the live docs of only the
+/// repositories whose inputs changed since it was built (or that left the list), when it
+/// can: `None` when the whole live set must be read (no per-repository fingerprints yet,
+/// another space or format, too many repositories changed, a shard to merge).
+async fn incremental(
+    store: &Store,
+    cfg: &CompactConfig,
+    space: Option<&Space>,
+    inputs: &str,
+    fingerprints: &BTreeMap<RepoId, String>,
+    progress: &dyn Progress,
+) -> Result<Option<Manifest>, RunError> {
+    let Some(live) = trawl_index::generation::live(store).await? else {
+        return Ok(None);
+    };
+    if live.repo_inputs.is_empty()
+        || live.space.as_ref() != space
+        || live.format_version != trawl_index::generation::FORMAT_VERSION
+    {
+        return Ok(None);
+    }
+    let changed: BTreeSet<RepoId> = fingerprints
+        .iter()
+        .filter(|(r, f)| live.repo_inputs.get(*r) != Some(*f))
+        .map(|(r, _)| r.clone())
+        .chain(
+            live.repo_inputs
+                .keys()
+                .filter(|r| !fingerprints.contains_key(*r))
+                .cloned(),
+        )
+        .collect();
+    if changed.len() as f64 > MAX_INCREMENTAL_SHARE * fingerprints.len().max(1) as f64 {
+        return Ok(None);
+    }
+    tracing::debug!(repos = changed.len(), "incremental build");
+    let set = crate::live::live_set_of(store, space, Some(&changed))
+        .await
+        .map_err(RunError::LiveSet)?;
+    let mut repo_inputs = live.repo_inputs.clone();
+    repo_inputs.retain(|r, _| !changed.contains(r));
+    record_inputs(&mut repo_inputs, &set, fingerprints, space.is_some());
+    let mut source_runs: Vec<RunId> = crate::live::listed_states(store)
+        .await
+        .map_err(RunError::LiveSet)?
+        .into_iter()
+        .map(|s| s.last_run)
+        .collect();
+    source_runs.sort();
+    source_runs.dedup();
+    let opts = BuildOptions {
+        shards: cfg.shards,
+        max_segments: cfg.max_segments,
+        merge_tombstone_ratio: cfg.merge_tombstone_ratio,
+        source_runs,
+        inputs: Some(inputs.to_owned()),
+        table: set.table.clone(),
+        lease_ttl: Duration::from_secs(cfg.lease_ttl_secs),
+        only: Some(changed),
+        repo_inputs,
+        ..BuildOptions::default()
+    };
+    match crate::build(store, set.docs, space.cloned(), &opts, progress).await {
+        Ok(m) => Ok(Some(m)),
+        Err(CompactError::NeedsWholeSet(why)) => {
+            tracing::debug!(
+                why,
+                "incremental build not possible: building from the whole live set"
+            );
+            Ok(None)
+        }
+        Err(e) => Err(RunError::Build(e)),
+    }
 }
 
 /// What `--wait` found when it stopped waiting (`runs/<run>.json`, stage `compact`).

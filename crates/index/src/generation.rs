@@ -87,6 +87,10 @@ pub struct Counts {
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct BuildStats {
     pub full: bool,
+    /// An incremental build: how many repositories' docs were rebuilt (every other one's
+    /// were kept as the previous generation held them).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub repos_rebuilt: Option<u64>,
     pub shards_reused: u32,
     pub shards_delta: u32,
     pub shards_rebuilt: u32,
@@ -141,6 +145,11 @@ pub struct Manifest {
     /// for `trawl sql`, DuckDB, Spark and Trino.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub chunks_table: Option<String>,
+    /// Per repository, the fingerprint of the inputs its docs were built from (only for
+    /// repositories whose docs all had their vectors): the next compaction rebuilds only
+    /// the repositories whose fingerprint changed.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub repo_inputs: std::collections::BTreeMap<trawl_core::ids::RepoId, String>,
 }
 
 /// `index/gen=<n>/chunks.parquet`.

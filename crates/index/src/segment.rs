@@ -155,6 +155,46 @@ pub fn build_vectors(
     Ok(index)
 }
 
+/// The vectors stored under `ords` in a serialized vector index of `space` (what
+/// [`save_vectors`] wrote), in the order asked; `None` for an ord without one.
+pub fn read_vectors(
+    bytes: &[u8],
+    space: &Space,
+    ords: &[u64],
+) -> Result<Vec<Option<VectorData>>, IndexError> {
+    let ann = |e: cxx::Exception| IndexError::Segment(format!("reading a vector index: {e}"));
+    let index = usearch::Index::new(&index_options(space)?).map_err(ann)?;
+    index.load_from_buffer(bytes).map_err(ann)?;
+    let dims = space.dims as usize;
+    ords.iter()
+        .map(|&ord| {
+            if !index.contains(ord) {
+                return Ok(None);
+            }
+            let v = match space.dtype {
+                Dtype::Float => {
+                    let mut v = vec![0f32; dims];
+                    index.get(ord, &mut v[..]).map_err(ann)?;
+                    VectorData::F32(v)
+                }
+                Dtype::Int8 => {
+                    let mut v = vec![0i8; dims];
+                    index.get(ord, &mut v[..]).map_err(ann)?;
+                    VectorData::I8(v)
+                }
+                _ => {
+                    let mut v = vec![0u8; dims.div_ceil(8)];
+                    index
+                        .get(ord, usearch::b1x8::from_mut_u8s(&mut v))
+                        .map_err(ann)?;
+                    VectorData::Bits(v)
+                }
+            };
+            Ok(Some(v))
+        })
+        .collect()
+}
+
 /// The serialized form of a vector index.
 pub fn save_vectors(index: &usearch::Index) -> Result<Bytes, IndexError> {
     let mut buf = vec![0u8; index.serialized_length()];
