@@ -364,4 +364,37 @@ fn compactor_waits_for_the_run_and_names_the_stragglers_at_the_deadline() {
         out.contains("no fetch run finished since generation 3 was built"),
         "{out}"
     );
+
+    // A later run whose new file is still unchunked at the deadline: the generation built
+    // then holds everything else, never an empty index.
+    src.commit(
+        &[
+            ("a.py", file("def alpha():\n    return 1\n")),
+            (
+                "pkg/b.py",
+                file("class Beta:\n    def run(self):\n        return alpha()\n"),
+            ),
+            ("c.rs", file("fn gamma() -> u32 {\n    3\n}\n")),
+            ("d.py", file("def delta():\n    return 4\n")),
+        ],
+        false,
+    );
+    let (code, out) = run(&["fetcher", "--repo", src.path().to_str().unwrap()]);
+    assert_eq!(code, 0, "{out}");
+    let (code, out) = run(&wait);
+    assert_eq!(code, 3, "{out}");
+    assert!(
+        out.lines()
+            .any(|l| l.contains("waiting for chunking") && l.ends_with("d.py")),
+        "{out}"
+    );
+    let store = work.path().join("store");
+    let current: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(store.join("index/CURRENT")).unwrap()).unwrap();
+    let g = current["generation"].as_u64().unwrap();
+    let m: serde_json::Value = serde_json::from_slice(
+        &std::fs::read(store.join(format!("index/gen={g}/manifest.json"))).unwrap(),
+    )
+    .unwrap();
+    assert!(m["counts"]["chunks"].as_u64().unwrap() >= 3, "{m}");
 }

@@ -269,7 +269,7 @@ async fn once(
                 return Ok(ExitCode::SUCCESS);
             }
         };
-        (Some(set), Some((c, started.elapsed().as_secs_f64())))
+        (set, Some((c, started.elapsed().as_secs_f64())))
     } else {
         (None, None)
     };

@@ -62,6 +62,10 @@ pub struct BuildOptions {
     pub only: Option<BTreeSet<RepoId>>,
     /// Recorded in the manifest ([`Manifest::repo_inputs`]).
     pub repo_inputs: BTreeMap<RepoId, String>,
+    /// An incremental build: the live generation its changed repositories were found
+    /// against. Another one live by the time the lease is held means another builder came
+    /// between: [`CompactError::NeedsWholeSet`].
+    pub base: Option<Generation>,
 }
 
 impl Default for BuildOptions {
@@ -78,6 +82,7 @@ impl Default for BuildOptions {
             lease_ttl: std::time::Duration::from_secs(120),
             only: None,
             repo_inputs: BTreeMap::new(),
+            base: None,
         }
     }
 }
@@ -314,6 +319,11 @@ async fn build_leased(
             "no live generation of this format and vector space to build on".into(),
         ));
     }
+    if opts.only.is_some() && opts.base != previous.as_ref().map(|p| p.generation) {
+        return Err(CompactError::NeedsWholeSet(
+            "another generation went live since the changes were found".into(),
+        ));
+    }
     // The chunks table: the given one, or for an incremental build the live generation's
     // with the rebuilt repositories' rows replaced.
     let table = match &opts.only {
@@ -328,7 +338,11 @@ async fn build_leased(
             let old = store.get(&key).await?.ok_or_else(|| {
                 CompactError::NeedsWholeSet(format!("the live chunks table {key} is missing"))
             })?;
-            Some(crate::table::replace_repos(old, opts.table.clone(), only)?)
+            // A table this release cannot patch (another schema) is rebuilt whole.
+            Some(
+                crate::table::replace_repos(old, opts.table.clone(), only)
+                    .map_err(|e| CompactError::NeedsWholeSet(e.to_string()))?,
+            )
         }
     };
     let shard_count = reusable.map_or(opts.shards.max(1), |p| p.shard_count);
@@ -455,13 +469,7 @@ async fn build_shard(
     opts: &BuildOptions,
 ) -> Result<(ShardEntry, BuildStats, Tally), CompactError> {
     let mut stats = BuildStats::default();
-    docs.sort_by(|a, b| {
-        (a.doc.repo_id.as_str(), &a.doc.path, a.doc.start_line).cmp(&(
-            b.doc.repo_id.as_str(),
-            &b.doc.path,
-            b.doc.start_line,
-        ))
-    });
+    docs.sort_by(doc_order);
     let whole = |why: String| CompactError::NeedsWholeSet(format!("shard {k} {why}"));
     let Some(old) = old else {
         if opts.only.is_some() {
@@ -507,13 +515,7 @@ async fn build_shard(
             // Merging rewrites the kept docs too: read back from the segments that hold them.
             Some(rebuilt) => {
                 docs.extend(held_docs(store, old, &tomb, rebuilt, space).await?);
-                docs.sort_by(|a, b| {
-                    (a.doc.repo_id.as_str(), &a.doc.path, a.doc.start_line).cmp(&(
-                        b.doc.repo_id.as_str(),
-                        &b.doc.path,
-                        b.doc.start_line,
-                    ))
-                });
+                docs.sort_by(doc_order);
                 kept
             }
             None => Tally::default(),
@@ -653,6 +655,23 @@ async fn rebuild(
         segments: vec![seg],
         tombstones: None,
     })
+}
+
+/// The order of a segment's docs: by repository, path, line, then chunk id (so a shard
+/// merged from kept and new docs is laid out as one built from the whole set).
+fn doc_order(a: &LiveDoc, b: &LiveDoc) -> std::cmp::Ordering {
+    (
+        a.doc.repo_id.as_str(),
+        &a.doc.path,
+        a.doc.start_line,
+        a.doc.chunk_id,
+    )
+        .cmp(&(
+            b.doc.repo_id.as_str(),
+            &b.doc.path,
+            b.doc.start_line,
+            b.doc.chunk_id,
+        ))
 }
 
 fn key_of(d: &LiveDoc) -> DocKey {

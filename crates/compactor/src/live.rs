@@ -44,6 +44,9 @@ pub struct LiveSet {
     /// the live generation, and those that left); every other repository's stay as the live
     /// generation holds them. `None`: the whole live set.
     pub only: Option<std::collections::BTreeSet<RepoId>>,
+    /// The repositories' fingerprints ([`repo_fingerprints`]), taken before the set was read,
+    /// when whoever read it took them.
+    pub fingerprints: Option<std::collections::BTreeMap<RepoId, String>>,
 }
 
 /// The columns of the join beyond the chunk's own.
@@ -150,16 +153,23 @@ pub async fn inputs_fingerprint(
 
 /// Per listed repository, a fingerprint of what its live docs are computed from: its last
 /// commit, that commit's manifest, its chunk parts and its commit records (by key and
-/// version), and the vector space. A repository whose fingerprint is the one the live
+/// version), the vector space and how this release derives docs ([`LIVE_SET_VERSION`]). A repository whose fingerprint is the one the live
 /// generation recorded for it (and whose docs all had vectors then) has the same docs now.
 pub async fn repo_fingerprints(
     store: &Store,
     space: Option<&Space>,
 ) -> Result<std::collections::BTreeMap<RepoId, String>, CompactError> {
     let states = listed_states(store).await?;
-    // One listing each, grouped by the repository key in the object keys.
+    // One listing each, grouped by the repository key in the object keys. Of the manifests
+    // only the last commit's counts (retention deletes superseded ones).
+    let manifests: HashMap<String, String> = store
+        .list_objects("manifests/")
+        .await?
+        .into_iter()
+        .map(|o| (o.key.clone(), format!("{} {:?} {}", o.key, o.e_tag, o.size)))
+        .collect();
     let mut objects: HashMap<String, Vec<String>> = HashMap::new();
-    for prefix in ["manifests/", "chunks/", "commits/"] {
+    for prefix in ["chunks/", "commits/"] {
         for o in store.list_objects(prefix).await? {
             let Some(repo) = o
                 .key
@@ -176,14 +186,24 @@ pub async fn repo_fingerprints(
         }
     }
     let space = space.map(Space::key).unwrap_or_default();
+    // What turns the inputs into docs: a release that derives them differently rebuilds.
+    let derivation = format!("{LIVE_SET_VERSION} {}", trawl_index::docs::DOC_VERSION);
     let mut out = std::collections::BTreeMap::new();
     for s in states {
         let mut h = blake3::Hasher::new_derive_key("trawl 2026-12-01 repository inputs v1");
-        for field in [s.repo.as_str(), &s.last_commit.to_string(), &space] {
+        for field in [
+            s.repo.as_str(),
+            &s.last_commit.to_string(),
+            &space,
+            &derivation,
+        ] {
             h.update(field.as_bytes());
             h.update(&[0]);
         }
         let mut listed = objects.remove(&s.repo.key()).unwrap_or_default();
+        if let Some(m) = manifests.get(&keys::manifest(&s.repo, &s.last_commit)) {
+            listed.push(m.clone());
+        }
         listed.sort();
         for o in listed {
             h.update(o.as_bytes());
@@ -193,6 +213,11 @@ pub async fn repo_fingerprints(
     }
     Ok(out)
 }
+
+/// The version of how this release derives a repository's docs from its inputs (the live
+/// set's join, commit docs, touched names, calls): raise it when that changes, so that the
+/// next compaction rebuilds every repository instead of keeping docs derived the old way.
+pub const LIVE_SET_VERSION: u32 = 1;
 
 /// Computes the live set; vectors come from `space` (`None`: text only).
 pub async fn live_set(store: &Store, space: Option<&Space>) -> Result<LiveSet, CompactError> {
@@ -240,6 +265,19 @@ pub async fn live_set_of(
     if manifests.is_empty() {
         return Ok(scoped(LiveSet::default()));
     }
+    // An incremental set: the repositories' commit messages even when none of them has a
+    // chunk part (all files skipped, an empty repository), as the whole set would have them.
+    let commits_only = |states: &[RepoState]| {
+        let states = states.to_vec();
+        async move {
+            let mut docs = Vec::new();
+            for s in &states {
+                docs.extend(commit_docs(store, &s.repo, &DefinitionLines::new()).await?);
+            }
+            docs.sort_by_key(|d: &LiveDoc| d.doc.chunk_id);
+            Ok::<_, CompactError>(docs)
+        }
+    };
     table(&ctx, "m", manifests, ManifestRow::schema(), None)?;
     match only {
         None => table(
@@ -259,7 +297,11 @@ pub async fn live_set_of(
                 }
             }
             if dirs.is_empty() {
-                return Ok(scoped(LiveSet::default()));
+                return Ok(scoped(LiveSet {
+                    docs: commits_only(&states).await?,
+                    repos: states.len(),
+                    ..LiveSet::default()
+                }));
             }
             table(&ctx, "c", dirs, ChunkRecord::schema(), None)?;
         }
@@ -354,6 +396,7 @@ pub async fn live_set_of(
         repos: states.len(),
         table: Some(table),
         only: only.cloned(),
+        fingerprints: None,
     })
 }
 
@@ -549,13 +592,14 @@ impl Completion {
 /// `chunker_version`) and the live set's vectors — so it holds whatever the workers did:
 /// restarts and redeliveries neither hide nor double-count work. While files wait for
 /// chunking only those are counted (listing parts is cheap; the live set is a join over all
-/// of them): `chunks` stays 0 and the live set returned is empty. Otherwise the live set
-/// comes back too, for the build that follows.
+/// of them): `chunks` stays 0 and no live set is returned (a build then reads one itself).
+/// Otherwise the live set comes back too, with the fingerprints taken before it, for the
+/// build that follows.
 pub async fn completion(
     store: &Store,
     space: Option<&Space>,
     chunker_version: &str,
-) -> Result<(Completion, LiveSet), CompactError> {
+) -> Result<(Completion, Option<LiveSet>), CompactError> {
     let mut c = Completion::default();
     let mut stragglers = std::collections::BTreeSet::new();
     for state in listed_states(store).await? {
@@ -593,9 +637,13 @@ pub async fn completion(
     if !stragglers.is_empty() {
         // Files still to chunk: the live set (a join over every part) can wait.
         c.stragglers = stragglers.into_iter().collect();
-        return Ok((c, LiveSet::default()));
+        return Ok((c, None));
     }
-    let set = live_set(store, space).await?;
+    // Fingerprinted before the set is read: inputs that change meanwhile make the next
+    // compaction rebuild, never the other way round.
+    let fingerprints = repo_fingerprints(store, space).await?;
+    let mut set = live_set(store, space).await?;
+    set.fingerprints = Some(fingerprints);
     // Commit messages are searched by their words only: nothing waits for them.
     for d in set.docs.iter().filter(|d| d.doc.kind != COMMIT_KIND) {
         c.chunks += 1;
@@ -610,7 +658,7 @@ pub async fn completion(
         }
     }
     c.stragglers = stragglers.into_iter().collect();
-    Ok((c, set))
+    Ok((c, Some(set)))
 }
 
 /// A finished fetch run, from its report (`runs/<run>.json`, written when the run ends).

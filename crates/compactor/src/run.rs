@@ -115,9 +115,14 @@ pub async fn compact(
             unchanged: true,
         });
     }
-    let fingerprints = crate::live::repo_fingerprints(store, space.as_ref())
-        .await
-        .map_err(RunError::Inputs)?;
+    // Taken before the live set is read (by whoever reads it); a set given without them
+    // records none, so the next compaction reads the whole live set again.
+    let fingerprints = match &set {
+        Some(s) => s.fingerprints.clone().unwrap_or_default(),
+        None => crate::live::repo_fingerprints(store, space.as_ref())
+            .await
+            .map_err(RunError::Inputs)?,
+    };
     if !full
         && set.is_none()
         && let Some(manifest) =
@@ -182,6 +187,15 @@ fn record_inputs(
             f.clone()
         };
         into.insert(repo.clone(), f);
+    }
+    // A repository with docs but no fingerprint (listed after the fingerprints were taken):
+    // recorded as one to rebuild, so that it is looked at again, and goes if it left.
+    if !fingerprints.is_empty() {
+        for d in &set.docs {
+            if !into.contains_key(&d.doc.repo_id) {
+                into.insert(d.doc.repo_id.clone(), String::new());
+            }
+        }
     }
 }
 
@@ -249,6 +263,7 @@ async fn incremental(
         lease_ttl: Duration::from_secs(cfg.lease_ttl_secs),
         only: Some(changed),
         repo_inputs,
+        base: Some(live.generation),
         ..BuildOptions::default()
     };
     match crate::build(store, set.docs, space.cloned(), &opts, progress).await {
@@ -312,8 +327,9 @@ pub struct WaitOptions {
 /// How [`wait`] ended.
 #[derive(Debug)]
 pub enum Waited {
-    /// The run is complete, or the deadline came: build from this live set.
-    Ready(Completion, LiveSet),
+    /// The run is complete, or the deadline came: build from this live set (`None`: files
+    /// still wait for chunking, so none was read — the build reads what there is).
+    Ready(Completion, Option<LiveSet>),
     /// No fetch run finished before the deadline (`since`: the live generation it would have
     /// had to be newer than).
     NoRun { since: Option<Generation> },

@@ -1,15 +1,13 @@
 //! The live `chunks` table of an incremental build: the live generation's table with the
-//! rebuilt repositories' rows replaced by their new ones, sorted by (repository, path, line)
-//! again — in Arrow, without turning rows into records.
+//! rebuilt repositories' rows replaced by their new ones, still sorted by (repository, path,
+//! line) — in Arrow, without turning rows into records.
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
-use arrow_array::{Array, BooleanArray, RecordBatch, StringArray};
+use arrow_array::{Array, RecordBatch, StringArray};
 use bytes::Bytes;
-use datafusion::arrow::compute::{
-    SortColumn, concat_batches, filter_record_batch, lexsort_to_indices, take_record_batch,
-};
+use datafusion::arrow::compute::concat_batches;
 use parquet::arrow::ArrowWriter;
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 use parquet::basic::{Compression, ZstdLevel};
@@ -36,13 +34,13 @@ fn batches(bytes: Bytes) -> Result<Vec<RecordBatch>, CompactError> {
 }
 
 /// `old` without the rows of the repositories in `only`, plus `new` (their rows now, if
-/// any), sorted by (repository, path, line, chunk id).
+/// any), sorted by (repository, path, line, chunk id) as both are: the repositories' runs of
+/// rows are spliced in order, without sorting again.
 pub fn replace_repos(
     old: Bytes,
     new: Option<Bytes>,
     only: &BTreeSet<RepoId>,
 ) -> Result<Bytes, CompactError> {
-    let mut parts = Vec::new();
     let old = batches(old)?;
     let new = match new {
         Some(n) => batches(n)?,
@@ -53,35 +51,32 @@ pub fn replace_repos(
         .first()
         .or(new.first())
         .map_or_else(ChunkRecord::schema, RecordBatch::schema);
-    for b in old {
-        let repo = b
-            .column_by_name("repo_id")
-            .and_then(|c| c.as_any().downcast_ref::<StringArray>().cloned())
-            .ok_or_else(|| bad(&"no repo_id column"))?;
-        let keep: BooleanArray = (0..repo.len())
-            .map(|i| Some(!only.iter().any(|r| r.as_str() == repo.value(i))))
-            .collect();
-        let kept = filter_record_batch(&b, &keep).map_err(|e| bad(&e))?;
-        parts.push(kept.with_schema(schema.clone()).map_err(|e| bad(&e))?);
+    let whole = |parts: Vec<RecordBatch>| -> Result<RecordBatch, CompactError> {
+        let parts = parts
+            .into_iter()
+            .map(|b| b.with_schema(schema.clone()))
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|e| bad(&e))?;
+        concat_batches(&schema, &parts).map_err(|e| bad(&e))
+    };
+    let (old, new) = (whole(old)?, whole(new)?);
+    let (old_runs, new_runs) = (runs(&old)?, runs(&new)?);
+    // Each repository's rows: the new ones for a rebuilt repository, else the old ones; in
+    // repository order.
+    let mut pieces: Vec<(&str, RecordBatch)> = Vec::new();
+    for (repo, at, len) in &old_runs {
+        if !only.iter().any(|r| r.as_str() == repo) {
+            pieces.push((repo, old.slice(*at, *len)));
+        }
     }
-    for b in new {
-        parts.push(b.with_schema(schema.clone()).map_err(|e| bad(&e))?);
+    for (repo, at, len) in &new_runs {
+        if only.iter().any(|r| r.as_str() == repo) {
+            pieces.push((repo, new.slice(*at, *len)));
+        }
     }
-    let all = concat_batches(&schema, &parts).map_err(|e| bad(&e))?;
-    let by = ["repo_id", "path", "start_line", "chunk_id"]
-        .into_iter()
-        .map(|name| {
-            all.column_by_name(name)
-                .cloned()
-                .map(|values| SortColumn {
-                    values,
-                    options: None,
-                })
-                .ok_or_else(|| bad(&format!("no {name} column")))
-        })
-        .collect::<Result<Vec<_>, _>>()?;
-    let order = lexsort_to_indices(&by, None).map_err(|e| bad(&e))?;
-    let sorted = take_record_batch(&all, &order).map_err(|e| bad(&e))?;
+    pieces.sort_by(|a, b| a.0.cmp(b.0));
+    let parts: Vec<RecordBatch> = pieces.into_iter().map(|(_, b)| b).collect();
+    let merged = concat_batches(&schema, &parts).map_err(|e| bad(&e))?;
     let props = WriterProperties::builder()
         .set_compression(Compression::ZSTD(ZstdLevel::default()))
         .set_max_row_group_row_count(Some(ROW_GROUP))
@@ -89,7 +84,24 @@ pub fn replace_repos(
     let mut buf = Vec::new();
     let mut w =
         ArrowWriter::try_new(&mut buf, Arc::clone(&schema), Some(props)).map_err(|e| bad(&e))?;
-    w.write(&sorted).map_err(|e| bad(&e))?;
+    w.write(&merged).map_err(|e| bad(&e))?;
     w.close().map_err(|e| bad(&e))?;
     Ok(Bytes::from(buf))
+}
+
+/// The runs of rows of one repository in a table sorted by repository: (repository, first
+/// row, rows).
+fn runs(batch: &RecordBatch) -> Result<Vec<(String, usize, usize)>, CompactError> {
+    let repo = batch
+        .column_by_name("repo_id")
+        .and_then(|c| c.as_any().downcast_ref::<StringArray>().cloned())
+        .ok_or_else(|| bad(&"no repo_id column"))?;
+    let mut out: Vec<(String, usize, usize)> = Vec::new();
+    for i in 0..repo.len() {
+        match out.last_mut() {
+            Some((r, _, len)) if r == repo.value(i) => *len += 1,
+            _ => out.push((repo.value(i).to_owned(), i, 1)),
+        }
+    }
+    Ok(out)
 }

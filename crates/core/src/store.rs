@@ -379,11 +379,18 @@ impl Store {
         let mut out: Vec<ObjectInfo> = metas
             .into_iter()
             .map(|m| ObjectInfo {
+                // Each part as it was written: the object store percent-encodes what a path
+                // part may not hold (non-ASCII letters, `%`, `#`, `*`, …), and `path` encodes
+                // a key's parts again, so a listed key reads back only decoded.
                 key: m
                     .location
                     .parts()
                     .skip(skip)
-                    .map(|p| p.as_ref().to_owned())
+                    .map(|p| {
+                        percent_encoding::percent_decode_str(p.as_ref())
+                            .decode_utf8_lossy()
+                            .into_owned()
+                    })
                     .collect::<Vec<_>>()
                     .join("/"),
                 modified: std::time::SystemTime::from(m.last_modified),
@@ -613,6 +620,13 @@ mod tests {
         let v: serde_json::Value = store.get_json("repos/x/state.json").await.unwrap().unwrap();
         assert_eq!(v["k"], 1);
         assert_eq!(store.list("nothing/").await.unwrap(), Vec::<String>::new());
+        // A key with letters a path part must encode lists as written and reads back.
+        let odd = "chunks/repo=local+home+zoë+src+a%b#c*/x [1].parquet";
+        store.put(odd, Bytes::from_static(b"odd")).await.unwrap();
+        assert_eq!(store.list("chunks/").await.unwrap(), [odd]);
+        let listed = store.list("chunks/").await.unwrap().remove(0);
+        assert_eq!(store.get(&listed).await.unwrap().unwrap(), "odd");
+        store.delete(&listed).await.unwrap();
 
         // Compare-and-swap: create when absent, replace only from the version read.
         assert!(
