@@ -390,6 +390,42 @@ fn a_changed_night_rebuilds_only_the_changed_repositories_and_equals_a_full_buil
     assert_eq!(night_docs, every_doc());
     assert_eq!(night_vector, "dee", "a kept doc keeps its vector");
     assert_eq!(vector_hits("def dee():\n    return 4\n"), night_vector);
+
+    // Night four the cluster's way: fetch, chunk, embed, then `compact --wait`, whose
+    // completion check reads only the repository that changed and hands it to an
+    // incremental build.
+    eee_repo.commit(&[("e.py", file("def eee():\n    return 55\n"))], false);
+    let stage = |args: &[&str]| {
+        crate::search::ok(
+            &crate::search::trawl(work.path())
+                .args(args)
+                .args(["--set", "embed.embedder=hash"])
+                .output()
+                .unwrap(),
+        )
+    };
+    let (sa, sb, sd, se) = (
+        pa.to_string_lossy(),
+        pb.to_string_lossy(),
+        pd.to_string_lossy(),
+        pe.to_string_lossy(),
+    );
+    stage(&[
+        "fetch", "--repo", &sa, "--repo", &sb, "--repo", &sd, "--repo", &se,
+    ]);
+    stage(&["chunk-worker", "--once"]);
+    stage(&["embed", "--once"]);
+    stage(&["compact", "--wait", "--deadline", "60s", "--poll", "200ms"]);
+    let night = manifest(&root);
+    assert_eq!(night["build"]["repos_rebuilt"], 1, "{night}");
+    let (night_table, night_docs) = (table(), every_doc());
+    assert!(found("eee"));
+    stage(&["compact", "--full"]);
+    let full = manifest(&root);
+    assert_eq!(night["counts"], full["counts"]);
+    assert_eq!(night["repo_inputs"], full["repo_inputs"]);
+    assert_eq!(night_table, table());
+    assert_eq!(night_docs, every_doc());
 }
 
 #[test]

@@ -478,11 +478,17 @@ fn print_collected(c: &trawl_compactor::run::Collected) {
 
 fn print_summary(m: &trawl_compactor::Manifest, seconds: f64) {
     let b = &m.build;
+    let how = match (b.full, b.repos_rebuilt) {
+        (true, _) => "full build".to_owned(),
+        (false, Some(n)) => format!(
+            "incremental: {n} of {} repositories read again",
+            m.repo_inputs.len().max(n as usize)
+        ),
+        (false, None) => "incremental".to_owned(),
+    };
     println!(
-        "compact: generation {} is live ({}) in {:.1} s",
-        m.generation,
-        if b.full { "full build" } else { "incremental" },
-        seconds
+        "compact: generation {} is live ({how}) in {:.1} s",
+        m.generation, seconds
     );
     println!(
         "  {} chunks from {} repositories: {} with vectors, {} text-only",

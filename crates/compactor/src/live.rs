@@ -47,6 +47,41 @@ pub struct LiveSet {
     /// The repositories' fingerprints ([`repo_fingerprints`]), taken before the set was read,
     /// when whoever read it took them.
     pub fingerprints: Option<std::collections::BTreeMap<RepoId, String>>,
+    /// With `only`: the live generation whose records said which repositories changed.
+    pub base: Option<trawl_core::ids::Generation>,
+}
+
+/// Repositories rebuilt incrementally at most: past this share of them, the whole live set
+/// is cheaper to read than to patch.
+const MAX_INCREMENTAL_SHARE: f64 = 0.5;
+
+/// The repositories whose fingerprint differs from the one `live` recorded (or that it holds
+/// and are not listed any more): `None` when `live` cannot be built on incrementally (no
+/// records, another vector space or format) or more than half of them changed.
+pub fn changed_since(
+    live: &trawl_index::Manifest,
+    space: Option<&Space>,
+    fingerprints: &std::collections::BTreeMap<RepoId, String>,
+) -> Option<std::collections::BTreeSet<RepoId>> {
+    if live.repo_inputs.is_empty()
+        || live.space.as_ref() != space
+        || live.format_version != trawl_index::generation::FORMAT_VERSION
+    {
+        return None;
+    }
+    let changed: std::collections::BTreeSet<RepoId> = fingerprints
+        .iter()
+        .filter(|(r, f)| live.repo_inputs.get(*r) != Some(*f))
+        .map(|(r, _)| r.clone())
+        .chain(
+            live.repo_inputs
+                .keys()
+                .filter(|r| !fingerprints.contains_key(*r))
+                .cloned(),
+        )
+        .collect();
+    (changed.len() as f64 <= MAX_INCREMENTAL_SHARE * fingerprints.len().max(1) as f64)
+        .then_some(changed)
 }
 
 /// The columns of the join beyond the chunk's own.
@@ -397,6 +432,7 @@ pub async fn live_set_of(
         table: Some(table),
         only: only.cloned(),
         fingerprints: None,
+        base: None,
     })
 }
 
@@ -594,7 +630,9 @@ impl Completion {
 /// chunking only those are counted (listing parts is cheap; the live set is a join over all
 /// of them): `chunks` stays 0 and no live set is returned (a build then reads one itself).
 /// Otherwise the live set comes back too, with the fingerprints taken before it, for the
-/// build that follows.
+/// build that follows. When the live generation recorded the repositories' fingerprints,
+/// only those that changed since are counted and read (the rest are complete as it holds
+/// them), and the set is theirs: an incremental build.
 pub async fn completion(
     store: &Store,
     space: Option<&Space>,
@@ -602,7 +640,19 @@ pub async fn completion(
 ) -> Result<(Completion, Option<LiveSet>), CompactError> {
     let mut c = Completion::default();
     let mut stragglers = std::collections::BTreeSet::new();
-    for state in listed_states(store).await? {
+    // Fingerprinted before anything is read: inputs that change meanwhile make the next
+    // compaction rebuild, never the other way round. Repositories whose fingerprint the live
+    // generation recorded are complete as it holds them: only the others are looked at.
+    let fingerprints = repo_fingerprints(store, space).await?;
+    let live = trawl_index::generation::live(store).await?;
+    let changed = live
+        .as_ref()
+        .and_then(|m| changed_since(m, space, &fingerprints));
+    let mut states = listed_states(store).await?;
+    if let Some(changed) = &changed {
+        states.retain(|s| changed.contains(&s.repo));
+    }
+    for state in states {
         let Some(bytes) = store
             .get(&keys::manifest(&state.repo, &state.last_commit))
             .await?
@@ -639,11 +689,9 @@ pub async fn completion(
         c.stragglers = stragglers.into_iter().collect();
         return Ok((c, None));
     }
-    // Fingerprinted before the set is read: inputs that change meanwhile make the next
-    // compaction rebuild, never the other way round.
-    let fingerprints = repo_fingerprints(store, space).await?;
-    let mut set = live_set(store, space).await?;
+    let mut set = live_set_of(store, space, changed.as_ref()).await?;
     set.fingerprints = Some(fingerprints);
+    set.base = changed.and(live.map(|m| m.generation));
     // Commit messages are searched by their words only: nothing waits for them.
     for d in set.docs.iter().filter(|d| d.doc.kind != COMMIT_KIND) {
         c.chunks += 1;

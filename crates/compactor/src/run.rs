@@ -123,6 +123,36 @@ pub async fn compact(
             .await
             .map_err(RunError::Inputs)?,
     };
+    let set = match set {
+        // Read incrementally (by `--wait`'s completion check): built on the generation it was
+        // read against, or else read again whole.
+        Some(s) if s.only.is_some() => {
+            let live = match s.base {
+                Some(g) if !full => Some(trawl_index::generation::manifest(store, g).await?),
+                _ => None,
+            };
+            if let Some(live) = live
+                && let Some(manifest) = build_incremental(
+                    store,
+                    cfg,
+                    space.as_ref(),
+                    &inputs,
+                    &fingerprints,
+                    s,
+                    &live,
+                    progress,
+                )
+                .await?
+            {
+                return Ok(Compacted {
+                    manifest,
+                    unchanged: false,
+                });
+            }
+            None
+        }
+        other => other,
+    };
     if !full
         && set.is_none()
         && let Some(manifest) =
@@ -199,14 +229,10 @@ fn record_inputs(
     }
 }
 
-/// Repositories rebuilt incrementally at most: past this share of them, the whole live set
-/// is cheaper to read than to patch.
-const MAX_INCREMENTAL_SHARE: f64 = 0.5;
-
 /// Builds the next generation from the live generation and the live docs of only the
 /// repositories whose inputs changed since it was built (or that left the list), when it
 /// can: `None` when the whole live set must be read (no per-repository fingerprints yet,
-/// another space or format, too many repositories changed, a shard to merge).
+/// another space or format, too many repositories changed, another generation live since).
 async fn incremental(
     store: &Store,
     cfg: &CompactConfig,
@@ -218,30 +244,41 @@ async fn incremental(
     let Some(live) = trawl_index::generation::live(store).await? else {
         return Ok(None);
     };
-    if live.repo_inputs.is_empty()
-        || live.space.as_ref() != space
-        || live.format_version != trawl_index::generation::FORMAT_VERSION
-    {
+    let Some(changed) = crate::live::changed_since(&live, space, fingerprints) else {
         return Ok(None);
-    }
-    let changed: BTreeSet<RepoId> = fingerprints
-        .iter()
-        .filter(|(r, f)| live.repo_inputs.get(*r) != Some(*f))
-        .map(|(r, _)| r.clone())
-        .chain(
-            live.repo_inputs
-                .keys()
-                .filter(|r| !fingerprints.contains_key(*r))
-                .cloned(),
-        )
-        .collect();
-    if changed.len() as f64 > MAX_INCREMENTAL_SHARE * fingerprints.len().max(1) as f64 {
-        return Ok(None);
-    }
+    };
     tracing::debug!(repos = changed.len(), "incremental build");
     let set = crate::live::live_set_of(store, space, Some(&changed))
         .await
         .map_err(RunError::LiveSet)?;
+    build_incremental(
+        store,
+        cfg,
+        space,
+        inputs,
+        fingerprints,
+        set,
+        &live,
+        progress,
+    )
+    .await
+}
+
+/// Builds on `live` from `set`, the live docs of only some repositories (`set.only`).
+#[allow(clippy::too_many_arguments)]
+async fn build_incremental(
+    store: &Store,
+    cfg: &CompactConfig,
+    space: Option<&Space>,
+    inputs: &str,
+    fingerprints: &BTreeMap<RepoId, String>,
+    set: LiveSet,
+    live: &Manifest,
+    progress: &dyn Progress,
+) -> Result<Option<Manifest>, RunError> {
+    let Some(changed) = set.only.clone() else {
+        return Ok(None);
+    };
     let mut repo_inputs = live.repo_inputs.clone();
     repo_inputs.retain(|r, _| !changed.contains(r));
     record_inputs(&mut repo_inputs, &set, fingerprints, space.is_some());
