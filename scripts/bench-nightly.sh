@@ -2,7 +2,8 @@
 # What a nightly run costs against what changed: N small local repositories (8 files of the
 # Python standard library each), indexed with the hash embedder (so the model's speed is not
 # what is measured), then indexed again unchanged, then with 1 % of the repositories changed.
-# Each run's time and peak RSS (`/usr/bin/time -f %M`); then the store's object count, the time
+# Each run's time and peak RSS (`/usr/bin/time -f %M`), and the compactor's alone rebuilding
+# everything (`compact --full`); then the store's object count, the time
 # and result of `trawl sql` counting the chunks (checked against the live generation's
 # `counts.chunks`), one grouped query and one lexical search. Prints two markdown tables; ratios
 # are against the first run, measured in the same run. The work directory is removed at exit.
@@ -62,6 +63,14 @@ for i in $(seq 1 "$changed_n"); do
 done
 run; changed=$secs changed_rss=$rss
 
+# The compactor alone, rebuilding everything: its peak RSS against the corpus. Shards are
+# BENCH_SHARDS (default: one per 75 repositories, ~18,000 chunks each, so that the shard size
+# stays fixed as N grows); its sorts spill past BENCH_SPILL_MB (compact.spill_memory_mb).
+shards=${BENCH_SHARDS:-$(( n / 75 > 0 ? n / 75 : 1 ))}
+spill_mb=${BENCH_SPILL_MB:-512}
+timed "$bin" --set "compact.shards=$shards" --set "compact.spill_memory_mb=$spill_mb" compact --full
+full=$secs full_rss=$rss
+
 objects=$(find "$work/.trawl" -type f | wc -l)
 live_chunks=$(python3 - "$work/.trawl" <<'EOF'
 import json, os, sys
@@ -81,11 +90,12 @@ search_hits=$(grep -cE '^ *[0-9]+\. ' "$work/last.out" || true)
 
 python3 - "$n" "$first" "$first_rss" "$unchanged" "$unchanged_rss" "$changed_n" "$changed" \
   "$changed_rss" "$objects" "$count_s" "$count_row" "$live_chunks" "$group_s" "$group_rows" \
-  "$word" "$search_s" "$search_hits" <<'EOF'
+  "$word" "$search_s" "$search_hits" "$shards" "$spill_mb" "$full" "$full_rss" <<'EOF'
 import sys
 a = sys.argv[1:]
 n, first, first_rss, unchanged, unchanged_rss, k, changed, changed_rss = a[:8]
-objects, count_s, count_row, live, group_s, group_rows, word, search_s, hits = a[8:]
+objects, count_s, count_row, live, group_s, group_rows, word, search_s, hits = a[8:17]
+shards, spill_mb, full, full_rss = a[17:]
 first, unchanged, changed = float(first), float(unchanged), float(changed)
 mb = lambda kib: f"{int(kib) / 1024:,.0f}"
 print(f"| run ({n} repositories) | seconds | % of first | peak RSS MB |")
@@ -93,6 +103,7 @@ print("|---|---:|---:|---:|")
 print(f"| first `trawl index --repos` | {first:.1f} | 100 % | {mb(first_rss)} |")
 print(f"| again, nothing changed | {unchanged:.1f} | {100 * unchanged / first:.0f} % | {mb(unchanged_rss)} |")
 print(f"| {k} repositories changed (one file each) | {changed:.1f} | {100 * changed / first:.0f} % | {mb(changed_rss)} |")
+print(f"| `trawl compact --full`, {shards} shards, spilling past {spill_mb} MB | {float(full):.1f} | {100 * float(full) / first:.0f} % | {mb(full_rss)} |")
 print()
 rows, repos = (count_row.split(",") + ["?"])[:2]
 same = "equal" if rows.strip() == live.strip() else "**differs**"

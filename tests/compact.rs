@@ -24,31 +24,7 @@ fn space() -> Space {
 
 /// Fetches `src`, chunks what changed, and (when `embed`) embeds it with the hash embedder.
 async fn index(h: &Harness, src: &SourceRepo, embed: bool) {
-    let (report, _) = h.run(&[&src.path()], RunOptions::default()).await;
-    assert_eq!(report.failed(), 0);
-    ChunkWorker::new(
-        h.store.clone(),
-        h.bus.clone(),
-        trawl_chunker::Options::default(),
-        2,
-    )
-    .run(trawl_chunk_worker::Until::Idle(Duration::from_millis(300)))
-    .await
-    .unwrap();
-    if embed {
-        EmbedWorker::new(
-            h.store.clone(),
-            Some(h.bus.clone()),
-            Arc::new(HashEmbedder::new(32).unwrap()),
-            Options {
-                linger: Duration::from_millis(20),
-                ..Options::default()
-            },
-        )
-        .run(Until::Idle(Duration::from_millis(400)))
-        .await
-        .unwrap();
-    }
+    index_all(h, &[src], embed).await;
 }
 
 /// The live set as (path, symbol, has vector).
@@ -156,6 +132,138 @@ async fn the_live_set_follows_adds_modifies_deletes_renames_and_force_pushes() {
     assert_eq!(m2.previous, Some(m.generation));
     assert_eq!(m2.counts.text_only, 0);
     assert_eq!(m2.source_runs.len(), 1);
+}
+
+/// Fetches `repos` as the whole list, chunks, and (when `embed`) embeds what changed.
+async fn index_all(h: &Harness, repos: &[&SourceRepo], embed: bool) {
+    let paths: Vec<std::path::PathBuf> = repos.iter().map(|r| r.path()).collect();
+    let paths: Vec<&std::path::Path> = paths.iter().map(std::path::PathBuf::as_path).collect();
+    let (report, _) = h.run(&paths, RunOptions::default()).await;
+    assert_eq!(report.failed(), 0);
+    ChunkWorker::new(
+        h.store.clone(),
+        h.bus.clone(),
+        trawl_chunker::Options::default(),
+        2,
+    )
+    .run(trawl_chunk_worker::Until::Idle(Duration::from_millis(300)))
+    .await
+    .unwrap();
+    if embed {
+        EmbedWorker::new(
+            h.store.clone(),
+            Some(h.bus.clone()),
+            Arc::new(HashEmbedder::new(32).unwrap()),
+            Options {
+                linger: Duration::from_millis(20),
+                ..Options::default()
+            },
+        )
+        .run(Until::Idle(Duration::from_millis(400)))
+        .await
+        .unwrap();
+    }
+}
+
+#[tokio::test]
+async fn the_spilled_live_set_is_the_live_set_read_a_shard_at_a_time() {
+    use futures::TryStreamExt;
+    use trawl_compactor::LiveDoc;
+
+    let h = Harness::new().with_inproc_bus();
+    let (a, b) = (SourceRepo::named("spill-a"), SourceRepo::named("spill-b"));
+    let cart = "def add_item(cart, item):\n    check(item)\n    cart.append(item)\n\n\n\
+                def check(item):\n    return item is not None\n";
+    a.commit(
+        &[
+            ("cart.py", file(cart)),
+            ("README.md", file("# Cart\n\nAdds items to carts.\n")),
+        ],
+        false,
+    );
+    b.commit(
+        &[(
+            "pay.py",
+            file("def charge(card, amount):\n    return card.debit(amount)\n"),
+        )],
+        false,
+    );
+    index_all(&h, &[&a, &b], true).await;
+    // a changes again and is chunked, not embedded: its new chunks wait for their vectors.
+    a.commit(
+        &[(
+            "cart.py",
+            file(cart.replace("cart.append(item)", "cart.insert(0, item)")),
+        )],
+        false,
+    );
+    index_all(&h, &[&a, &b], false).await;
+
+    let whole = live_set(&h.store, Some(&space())).await.unwrap();
+    let mut expected = whole.docs;
+    trawl_compactor::calls::resolve_calls(&mut expected);
+    expected.sort_by_key(|d| d.doc.chunk_id);
+    assert!(expected.iter().any(|d| d.vector.is_some()), "some embedded");
+    assert!(
+        expected
+            .iter()
+            .any(|d| d.vector.is_none() && d.doc.kind != trawl_compactor::live::COMMIT_KIND),
+        "some waiting for a vector"
+    );
+    assert!(
+        expected.iter().any(|d| !d.doc.call_ids.is_empty()),
+        "a call resolved"
+    );
+    assert!(
+        expected
+            .iter()
+            .any(|d| d.doc.kind == trawl_compactor::live::COMMIT_KIND),
+        "commit messages"
+    );
+
+    let spilled = trawl_compactor::spill::spill_live_set(&h.store, 64 << 20)
+        .await
+        .unwrap();
+    assert_eq!(
+        (spilled.repos, spilled.runs.len()),
+        (whole.repos, whole.runs.len())
+    );
+    for shards in [1, 3] {
+        let got: Vec<(u32, Vec<LiveDoc>)> = spilled
+            .shards(shards, Some(&space()))
+            .await
+            .unwrap()
+            .try_collect()
+            .await
+            .unwrap();
+        assert_eq!(
+            got.iter().map(|(k, _)| *k).collect::<Vec<_>>(),
+            (0..shards).collect::<Vec<_>>(),
+            "every shard, in order"
+        );
+        for (k, docs) in &got {
+            for d in docs {
+                assert_eq!(trawl_compactor::build::shard_of(&d.doc, shards), *k);
+            }
+        }
+        let mut docs: Vec<LiveDoc> = got.into_iter().flat_map(|(_, d)| d).collect();
+        docs.sort_by_key(|d| d.doc.chunk_id);
+        assert_eq!(docs.len(), expected.len());
+        for (got, want) in docs.iter().zip(&expected) {
+            assert_eq!(got.doc, want.doc);
+            assert_eq!(got.vector, want.vector, "{}", want.doc.header);
+        }
+    }
+    let read = |bytes: bytes::Bytes| -> Vec<trawl_core::records::ChunkRecord> {
+        trawl_core::records::from_parquet(bytes).unwrap()
+    };
+    let table = read(std::fs::read(spilled.table_path()).unwrap().into());
+    assert_eq!(
+        table,
+        read(whole.table.unwrap()),
+        "the same chunks table, row for row"
+    );
+    assert!(!table.is_empty());
 }
 
 #[tokio::test]

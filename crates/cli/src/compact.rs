@@ -422,6 +422,7 @@ async fn wait(
         deadline: args.deadline,
         poll: args.poll,
         full: args.full,
+        spill_memory: trawl_compactor::run::spill_memory(&cfg.compact),
     };
     let waited = trawl_compactor::run::wait(store, space, &opts, &render).await;
     render.done();

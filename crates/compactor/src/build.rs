@@ -36,6 +36,29 @@ pub struct LiveDoc {
     pub vector: Option<VectorData>,
 }
 
+/// The docs a build is given.
+#[derive(Debug)]
+pub enum LiveDocs {
+    /// Held in memory: an incremental set, or one `--wait` read.
+    Memory(Vec<LiveDoc>),
+    /// The whole live set in local files, read a shard at a time ([`crate::spill`]): the
+    /// build holds only the shards it is writing. Its calls are resolved and its `chunks`
+    /// table written already.
+    Spilled(crate::spill::Spilled),
+}
+
+impl From<Vec<LiveDoc>> for LiveDocs {
+    fn from(docs: Vec<LiveDoc>) -> Self {
+        Self::Memory(docs)
+    }
+}
+
+/// The generation's `chunks` table, to be written beside its manifest.
+enum Table {
+    Bytes(bytes::Bytes),
+    File(std::path::PathBuf),
+}
+
 /// How a generation is built.
 #[derive(Clone, Debug)]
 pub struct BuildOptions {
@@ -60,8 +83,14 @@ pub struct BuildOptions {
     /// fails with [`CompactError::NeedsWholeSet`] when it cannot be one). `None`: the docs
     /// given are the whole live set.
     pub only: Option<BTreeSet<RepoId>>,
-    /// Recorded in the manifest ([`Manifest::repo_inputs`]).
+    /// Recorded in the manifest ([`Manifest::repo_inputs`]), except that a repository
+    /// among the docs given that has a doc waiting for its vector is recorded with an empty
+    /// fingerprint (never equal to one: the next compaction reads it again).
     pub repo_inputs: BTreeMap<RepoId, String>,
+    /// The repositories' fingerprints were taken: a repository among the docs given without
+    /// one in `repo_inputs` (listed after they were taken) is recorded with an empty one, so
+    /// that it is looked at again, and goes if it left.
+    pub fingerprinted: bool,
     /// An incremental build: the live generation its changed repositories were found
     /// against. Another one live by the time the lease is held means another builder came
     /// between: [`CompactError::NeedsWholeSet`].
@@ -82,6 +111,7 @@ impl Default for BuildOptions {
             lease_ttl: std::time::Duration::from_secs(120),
             only: None,
             repo_inputs: BTreeMap::new(),
+            fingerprinted: false,
             base: None,
         }
     }
@@ -275,13 +305,13 @@ async fn write_segment(
 /// generation number is claimed ([`claim_generation`]), so it is never reused.
 pub async fn build(
     store: &Store,
-    live: Vec<LiveDoc>,
+    live: impl Into<LiveDocs>,
     space: Option<Space>,
     opts: &BuildOptions,
     progress: &dyn Progress,
 ) -> Result<Manifest, CompactError> {
     let lease = Lease::acquire(store, &lease::holder("compactor"), opts.lease_ttl).await?;
-    let built = build_leased(store, live, space, opts, progress, &lease).await;
+    let built = build_leased(store, live.into(), space, opts, progress, &lease).await;
     if let Err(e) = lease.release().await {
         tracing::warn!(error = %e, "releasing the compactor lease (it expires by itself)");
     }
@@ -290,7 +320,7 @@ pub async fn build(
 
 async fn build_leased(
     store: &Store,
-    mut live: Vec<LiveDoc>,
+    live: LiveDocs,
     space: Option<Space>,
     opts: &BuildOptions,
     progress: &dyn Progress,
@@ -324,11 +354,12 @@ async fn build_leased(
             "another generation went live since the changes were found".into(),
         ));
     }
-    // The chunks table: the given one, or for an incremental build the live generation's
-    // with the rebuilt repositories' rows replaced.
-    let table = match &opts.only {
-        None => opts.table.clone(),
-        Some(only) => {
+    // The chunks table: the given one (the spill's file), or for an incremental build the
+    // live generation's with the rebuilt repositories' rows replaced.
+    let table = match (&opts.only, &live) {
+        (None, LiveDocs::Spilled(s)) => s.has_table.then(|| Table::File(s.table_path())),
+        (None, LiveDocs::Memory(_)) => opts.table.clone().map(Table::Bytes),
+        (Some(only), _) => {
             let key = previous
                 .as_ref()
                 .and_then(|p| p.chunks_table.clone())
@@ -339,35 +370,39 @@ async fn build_leased(
                 CompactError::NeedsWholeSet(format!("the live chunks table {key} is missing"))
             })?;
             // A table this release cannot patch (another schema) is rebuilt whole.
-            Some(
+            Some(Table::Bytes(
                 crate::table::replace_repos(old, opts.table.clone(), only)
                     .map_err(|e| CompactError::NeedsWholeSet(e.to_string()))?,
-            )
+            ))
         }
     };
     let shard_count = reusable.map_or(opts.shards.max(1), |p| p.shard_count);
-    let calls = crate::calls::resolve_calls(&mut live);
-    tracing::debug!(?calls, "calls resolved");
 
-    let mut counts = Counts::default();
-    let mut repos: HashSet<String> = HashSet::new();
-    let mut by_shard: BTreeMap<u32, Vec<LiveDoc>> = BTreeMap::new();
-    for d in live {
-        if d.doc.kind == crate::live::COMMIT_KIND {
-            counts.commits += 1;
-        } else if d.vector.is_some() {
-            counts.chunks += 1;
-            counts.with_vector += 1;
-        } else {
-            counts.chunks += 1;
-            counts.text_only += 1;
-        }
-        repos.insert(d.doc.repo_id.to_string());
-        by_shard
-            .entry(shard_of(&d.doc, shard_count))
-            .or_default()
-            .push(d);
-    }
+    // The docs by shard, in shard order: grouped in memory, or read from the spill one
+    // shard at a time (as the builds below ask for them).
+    let spilled;
+    let inputs: futures::stream::BoxStream<'_, Result<(u32, Vec<LiveDoc>), CompactError>> =
+        match live {
+            LiveDocs::Memory(mut live) => {
+                let calls = crate::calls::resolve_calls(&mut live);
+                tracing::debug!(?calls, "calls resolved");
+                let mut by_shard: BTreeMap<u32, Vec<LiveDoc>> = BTreeMap::new();
+                for d in live {
+                    by_shard
+                        .entry(shard_of(&d.doc, shard_count))
+                        .or_default()
+                        .push(d);
+                }
+                futures::stream::iter(
+                    (0..shard_count).map(move |k| Ok((k, by_shard.remove(&k).unwrap_or_default()))),
+                )
+                .boxed()
+            }
+            LiveDocs::Spilled(s) => {
+                spilled = s;
+                spilled.shards(shard_count, space.as_ref()).await?.boxed()
+            }
+        };
 
     let mut stats = BuildStats {
         full: reusable.is_none(),
@@ -375,30 +410,51 @@ async fn build_leased(
         ..BuildStats::default()
     };
     // Shards are independent: build them concurrently, as many as there are cores.
-    let jobs: Vec<(u32, Vec<LiveDoc>)> = (0..shard_count)
-        .map(|k| (k, by_shard.remove(&k).unwrap_or_default()))
-        .collect();
     let space_ref = space.as_ref();
-    let built: Vec<Result<(ShardEntry, BuildStats, Tally), CompactError>> =
-        futures::stream::iter(jobs.into_iter().map(|(k, docs)| {
+    let vectors = space.is_some();
+    let built: Vec<Result<(ShardEntry, BuildStats, Tally, Tally), CompactError>> = inputs
+        .map(|shard| async move {
+            let (k, docs) = shard?;
             progress.shard(k, shard_count);
+            let mut given = Tally::default();
+            for d in &docs {
+                given.add_doc(d, vectors);
+            }
             let old = reusable.and_then(|p| p.shards.iter().find(|s| s.shard == k));
             let shard_dir = format!("{}shard={k}", generation::gen_dir(next));
-            async move { build_shard(store, k, &shard_dir, docs, old, space_ref, opts).await }
-        }))
+            let (entry, stats, kept) =
+                build_shard(store, k, &shard_dir, docs, old, space_ref, opts).await?;
+            Ok((entry, stats, kept, given))
+        })
         .buffered(opts.threads.max(1))
         .collect()
         .await;
+    let mut counts = Counts::default();
+    let mut repos: HashSet<String> = HashSet::new();
+    let mut repo_inputs = opts.repo_inputs.clone();
     let mut shards = Vec::with_capacity(built.len());
     for b in built {
-        let (entry, s, kept) = b?;
+        let (entry, s, kept, given) = b?;
         stats.add(&s);
         shards.push(entry);
-        counts.chunks += kept.chunks;
-        counts.with_vector += kept.with_vector;
-        counts.text_only += kept.text_only;
-        counts.commits += kept.commits;
+        for t in [&kept, &given] {
+            counts.chunks += t.chunks;
+            counts.with_vector += t.with_vector;
+            counts.text_only += t.text_only;
+            counts.commits += t.commits;
+        }
+        for r in &given.waiting {
+            if let Some(f) = repo_inputs.get_mut(r) {
+                f.clear();
+            }
+        }
+        if opts.fingerprinted {
+            for r in &given.given {
+                repo_inputs.entry(r.clone()).or_default();
+            }
+        }
         repos.extend(kept.repos);
+        repos.extend(given.repos);
     }
     counts.repos = repos.len() as u64;
     stats.seconds = started.elapsed().as_secs_f64();
@@ -415,10 +471,12 @@ async fn build_leased(
         build: stats,
         inputs: opts.inputs.clone(),
         chunks_table: table.as_ref().map(|_| generation::chunks_table_key(next)),
-        repo_inputs: opts.repo_inputs.clone(),
+        repo_inputs,
     };
-    if let (Some(bytes), Some(key)) = (&table, &manifest.chunks_table) {
-        store.put(key, bytes.clone()).await?;
+    match (table, &manifest.chunks_table) {
+        (Some(Table::Bytes(bytes)), Some(key)) => store.put(key, bytes).await?,
+        (Some(Table::File(file)), Some(key)) => store.put_file(key, &file).await?,
+        _ => {}
     }
     let hash = generation::put_manifest(store, &manifest).await?;
     progress.swapping(next);
@@ -427,8 +485,8 @@ async fn build_leased(
     Ok(manifest)
 }
 
-/// The docs of a shard an incremental build keeps as they are (their repositories were not
-/// rebuilt), counted.
+/// Docs counted: those of a shard an incremental build keeps as they are (their
+/// repositories were not rebuilt), or those given to the build.
 #[derive(Debug, Default)]
 struct Tally {
     docs: u64,
@@ -437,6 +495,10 @@ struct Tally {
     text_only: u64,
     commits: u64,
     repos: HashSet<String>,
+    /// Repositories with a chunk waiting for its vector.
+    waiting: HashSet<RepoId>,
+    /// The repositories of the docs given.
+    given: HashSet<RepoId>,
 }
 
 impl Tally {
@@ -454,6 +516,27 @@ impl Tally {
         }
         if !self.repos.contains(&held.repo) {
             self.repos.insert(held.repo.clone());
+        }
+    }
+
+    /// Counts a doc given to the build; with `vectors`, a chunk without one is waiting.
+    fn add_doc(&mut self, d: &LiveDoc, vectors: bool) {
+        self.docs += 1;
+        if d.doc.kind == crate::live::COMMIT_KIND {
+            self.commits += 1;
+        } else if d.vector.is_some() {
+            self.chunks += 1;
+            self.with_vector += 1;
+        } else {
+            self.chunks += 1;
+            self.text_only += 1;
+            if vectors {
+                self.waiting.insert(d.doc.repo_id.clone());
+            }
+        }
+        if !self.given.contains(&d.doc.repo_id) {
+            self.repos.insert(d.doc.repo_id.to_string());
+            self.given.insert(d.doc.repo_id.clone());
         }
     }
 }
@@ -484,11 +567,8 @@ async fn build_shard(
         .only
         .as_ref()
         .map(|o| o.iter().map(RepoId::as_str).collect());
-    let added: Vec<LiveDoc> = docs
-        .iter()
-        .filter(|d| !have.contains_key(&key_of(d)))
-        .cloned()
-        .collect();
+    let is_added = |d: &LiveDoc| !have.contains_key(&key_of(d));
+    let added_count = docs.iter().filter(|d| is_added(d)).count();
     let mut kept = Tally::default();
     let mut removed: Vec<(String, u64)> = Vec::new();
     for (key, held) in &have {
@@ -502,12 +582,12 @@ async fn build_shard(
             removed.push((held.dir.clone(), held.ord));
         }
     }
-    if added.is_empty() && removed.is_empty() {
+    if added_count == 0 && removed.is_empty() {
         stats.shards_reused += 1;
         return Ok((old.clone(), stats, kept));
     }
     let tombstones_after = tomb.count() + removed.len();
-    let docs_after = total as usize + added.len();
+    let docs_after = total as usize + added_count;
     let merge = tombstones_after as f64 > opts.merge_tombstone_ratio * docs_after as f64
         || old.segments.len() + 1 > opts.max_segments;
     if merge {
@@ -524,6 +604,9 @@ async fn build_shard(
         return Ok((entry, stats, counted));
     }
     stats.shards_delta += 1;
+    let live_docs = docs.len() as u64 + kept.docs;
+    // Moved, not copied: a shard's vectors are held once.
+    let added: Vec<LiveDoc> = docs.into_iter().filter(|d| is_added(d)).collect();
     let mut segments = old.segments.clone();
     if !added.is_empty() {
         let seg = write_segment(
@@ -556,7 +639,7 @@ async fn build_shard(
     Ok((
         ShardEntry {
             shard: k,
-            live_docs: docs.len() as u64 + kept.docs,
+            live_docs,
             segments,
             tombstones: tomb_key,
         },

@@ -36,6 +36,16 @@ pub struct CallStats {
     pub external: u64,
 }
 
+impl std::ops::AddAssign for CallStats {
+    fn add_assign(&mut self, o: Self) {
+        self.same_file += o.same_file;
+        self.imported += o.imported;
+        self.unique += o.unique;
+        self.ambiguous += o.ambiguous;
+        self.external += o.external;
+    }
+}
+
 /// The kinds whose symbol a call can name.
 fn callable(kind: ChunkKind) -> bool {
     kind.is_code_definition() && kind != ChunkKind::Impl

@@ -6,6 +6,7 @@
 //!
 //! - [`live`]: the live set with DataFusion.
 //! - [`calls`]: the call graph, each call name resolved to the definition it means or to none.
+//! - [`spill`]: the whole live set through local files, read back a shard at a time.
 //! - [`build`]: a generation from the live set, reusing unchanged shards, with delta segments,
 //!   tombstones and size-tiered merges.
 //! - [`gc`](mod@gc): garbage collection of generations, under the lease.
@@ -23,10 +24,11 @@ pub mod live;
 pub mod parts;
 pub mod retention;
 pub mod run;
+pub mod spill;
 pub mod table;
 pub mod touched;
 
-pub use build::{BuildOptions, LiveDoc, build};
+pub use build::{BuildOptions, LiveDoc, LiveDocs, build};
 pub use gc::{GcReport, gc};
 pub use trawl_index::generation::rollback;
 pub use trawl_index::{IndexError, Manifest, VectorData};

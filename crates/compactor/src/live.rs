@@ -49,6 +49,9 @@ pub struct LiveSet {
     pub fingerprints: Option<std::collections::BTreeMap<RepoId, String>>,
     /// With `only`: the live generation whose records said which repositories changed.
     pub base: Option<trawl_core::ids::Generation>,
+    /// The whole set read through local files instead of `docs` and `table` (they are
+    /// empty): what `--wait`'s completion check counted, for the build to read again.
+    pub spilled: Option<Box<crate::spill::Spilled>>,
 }
 
 /// Repositories rebuilt incrementally at most: past this share of them, the whole live set
@@ -92,7 +95,7 @@ struct Extra {
     vector_bytes: Option<Vec<u8>>,
 }
 
-fn table(
+pub(crate) fn table(
     ctx: &SessionContext,
     name: &str,
     urls: Vec<ListingTableUrl>,
@@ -111,6 +114,116 @@ fn table(
     ctx.register_table(name, Arc::new(ListingTable::try_new(config).map_err(q)?))
         .map_err(q)?;
     Ok(())
+}
+
+/// A DataFusion session that reads `store` (as `trawl://store/`). With `memory`, its
+/// operators spill to local files past that many bytes, and joins sort and merge (which
+/// spills) instead of hashing one side whole.
+pub(crate) fn session(
+    store: &Store,
+    memory: Option<usize>,
+) -> Result<SessionContext, CompactError> {
+    let q = |e: datafusion::error::DataFusionError| CompactError::Query(e.to_string());
+    let ctx = match memory {
+        None => SessionContext::new(),
+        Some(bytes) => {
+            let mut config = datafusion::prelude::SessionConfig::new();
+            config.options_mut().optimizer.prefer_hash_join = false;
+            let runtime = datafusion::execution::runtime_env::RuntimeEnvBuilder::new()
+                .with_memory_limit(bytes, 1.0)
+                .build_arc()
+                .map_err(q)?;
+            SessionContext::new_with_config_rt(config, runtime)
+        }
+    };
+    let (object_store, _) = store.object_store();
+    let base = url::Url::parse("trawl://store/").expect("a valid URL");
+    ctx.register_object_store(&base, object_store);
+    Ok(ctx)
+}
+
+/// `key` of `store` as the session's URL.
+pub(crate) fn store_url(store: &Store, key: &str) -> Result<ListingTableUrl, CompactError> {
+    let (_, prefix) = store.object_store();
+    let path = if prefix.as_ref().is_empty() {
+        key.to_owned()
+    } else {
+        format!("{}/{key}", prefix.as_ref())
+    };
+    ListingTableUrl::parse(format!("trawl://store/{path}"))
+        .map_err(|e| CompactError::Query(e.to_string()))
+}
+
+/// Registers `m`, the manifests of the repositories' last indexed commits: `false` when
+/// none of them has one.
+pub(crate) async fn register_manifests(
+    ctx: &SessionContext,
+    store: &Store,
+    states: &[RepoState],
+) -> Result<bool, CompactError> {
+    let mut manifests = Vec::new();
+    for s in states {
+        let key = keys::manifest(&s.repo, &s.last_commit);
+        if store.exists_key(&key).await? {
+            manifests.push(store_url(store, &key)?);
+        }
+    }
+    if manifests.is_empty() {
+        return Ok(false);
+    }
+    table(ctx, "m", manifests, ManifestRow::schema(), None)?;
+    Ok(true)
+}
+
+/// Registers `e`, the embeddings of `space`: `false` when it has none (or there is no space).
+pub(crate) async fn register_embeddings(
+    ctx: &SessionContext,
+    store: &Store,
+    space: Option<&Space>,
+) -> Result<bool, CompactError> {
+    let Some(space) = space else {
+        return Ok(false);
+    };
+    let dir = keys::embedding_space(&space.key());
+    if store.list(&dir).await?.is_empty() {
+        return Ok(false);
+    }
+    table(
+        ctx,
+        "e",
+        vec![store_url(store, &dir)?],
+        EmbeddingRecord::schema_for(space.dims, space.dtype.as_str()),
+        None,
+    )?;
+    Ok(true)
+}
+
+/// The live chunks with their vectors: `m` ⋈ `c` ⟕ `e`.
+const LIVE_SQL_WITH_VECTORS: &str = "SELECT c.*, m.commit AS commit, e.vector AS vector, \
+     e.vector_bytes AS vector_bytes \
+     FROM m JOIN c ON c.repo_id = m.repo_id AND c.path = m.path AND c.blob = m.blob \
+     LEFT JOIN e ON e.content_hash = c.content_hash WHERE m.skip_reason IS NULL";
+
+/// The live chunks without vectors (no space, or none embedded yet): `m` ⋈ `c`.
+const LIVE_SQL: &str = "SELECT c.*, m.commit AS commit, CAST(NULL AS FLOAT[]) AS vector, \
+     CAST(NULL AS BYTEA) AS vector_bytes \
+     FROM m JOIN c ON c.repo_id = m.repo_id AND c.path = m.path AND c.blob = m.blob \
+     WHERE m.skip_reason IS NULL";
+
+/// A vector as the join read it: floats, or bytes that are int8 or bits by the space's type.
+pub(crate) fn vector_data(
+    vector: Option<Vec<f32>>,
+    bytes: Option<Vec<u8>>,
+    dtype: Dtype,
+) -> Option<VectorData> {
+    match (vector, bytes) {
+        (Some(f), _) => Some(VectorData::F32(f)),
+        (None, Some(b)) if dtype == Dtype::Int8 => {
+            Some(VectorData::I8(b.into_iter().map(|v| v as i8).collect()))
+        }
+        (None, Some(b)) => Some(VectorData::Bits(b)),
+        (None, None) => None,
+    }
 }
 
 /// The recorded states of the repositories on the list (`repos/list.json`): a repository
@@ -278,26 +391,8 @@ pub async fn live_set_of(
     if states.is_empty() {
         return Ok(scoped(LiveSet::default()));
     }
-    let ctx = SessionContext::new();
-    let (object_store, prefix) = store.object_store();
-    let base = url::Url::parse("trawl://store/").expect("a valid URL");
-    ctx.register_object_store(&base, object_store);
-    let url = |key: &str| {
-        let path = if prefix.as_ref().is_empty() {
-            key.to_owned()
-        } else {
-            format!("{}/{key}", prefix.as_ref())
-        };
-        ListingTableUrl::parse(format!("trawl://store/{path}")).map_err(q)
-    };
-    let mut manifests = Vec::new();
-    for s in &states {
-        let key = keys::manifest(&s.repo, &s.last_commit);
-        if store.exists_key(&key).await? {
-            manifests.push(url(&key)?);
-        }
-    }
-    if manifests.is_empty() {
+    let ctx = session(store, None)?;
+    if !register_manifests(&ctx, store, &states).await? {
         return Ok(scoped(LiveSet::default()));
     }
     // An incremental set: the repositories' commit messages even when none of them has a
@@ -313,12 +408,11 @@ pub async fn live_set_of(
             Ok::<_, CompactError>(docs)
         }
     };
-    table(&ctx, "m", manifests, ManifestRow::schema(), None)?;
     match only {
         None => table(
             &ctx,
             "c",
-            vec![url("chunks/")?],
+            vec![store_url(store, "chunks/")?],
             ChunkRecord::schema(),
             Some("repo"),
         )?,
@@ -328,7 +422,7 @@ pub async fn live_set_of(
             for s in &states {
                 let dir = format!("chunks/repo={}/", s.repo.key());
                 if !store.list(&dir).await?.is_empty() {
-                    dirs.push(url(&dir)?);
+                    dirs.push(store_url(store, &dir)?);
                 }
             }
             if dirs.is_empty() {
@@ -341,27 +435,10 @@ pub async fn live_set_of(
             table(&ctx, "c", dirs, ChunkRecord::schema(), None)?;
         }
     }
-    let space_dir = space.map(|s| keys::embedding_space(&s.key()));
-    let has_vectors = match &space_dir {
-        Some(dir) => !store.list(dir).await?.is_empty(),
-        None => false,
-    };
-    let sql = if let (Some(dir), true, Some(s)) = (&space_dir, has_vectors, space) {
-        table(
-            &ctx,
-            "e",
-            vec![url(dir)?],
-            EmbeddingRecord::schema_for(s.dims, s.dtype.as_str()),
-            None,
-        )?;
-        "SELECT c.*, m.commit AS commit, e.vector AS vector, e.vector_bytes AS vector_bytes \
-         FROM m JOIN c ON c.repo_id = m.repo_id AND c.path = m.path AND c.blob = m.blob \
-         LEFT JOIN e ON e.content_hash = c.content_hash WHERE m.skip_reason IS NULL"
+    let sql = if register_embeddings(&ctx, store, space).await? {
+        LIVE_SQL_WITH_VECTORS
     } else {
-        "SELECT c.*, m.commit AS commit, CAST(NULL AS FLOAT[]) AS vector, \
-         CAST(NULL AS BYTEA) AS vector_bytes \
-         FROM m JOIN c ON c.repo_id = m.repo_id AND c.path = m.path AND c.blob = m.blob \
-         WHERE m.skip_reason IS NULL"
+        LIVE_SQL
     };
     let batches = ctx.sql(sql).await.map_err(q)?.collect().await.map_err(q)?;
     // One doc per chunk id: the newest chunker version, a vector when any part has one.
@@ -403,14 +480,7 @@ pub async fn live_set_of(
         .into_iter()
         .zip(extras)
         .map(|(c, x)| {
-            let vector = match (x.vector, x.vector_bytes) {
-                (Some(f), _) => Some(VectorData::F32(f)),
-                (None, Some(b)) if dtype == Dtype::Int8 => {
-                    Some(VectorData::I8(b.into_iter().map(|v| v as i8).collect()))
-                }
-                (None, Some(b)) => Some(VectorData::Bits(b)),
-                (None, None) => None,
-            };
+            let vector = vector_data(x.vector, x.vector_bytes, dtype);
             LiveDoc {
                 doc: DocRow::from_chunk(c, x.commit, vector.is_some()),
                 vector,
@@ -433,6 +503,7 @@ pub async fn live_set_of(
         only: only.cloned(),
         fingerprints: None,
         base: None,
+        spilled: None,
     })
 }
 
@@ -637,6 +708,7 @@ pub async fn completion(
     store: &Store,
     space: Option<&Space>,
     chunker_version: &str,
+    spill_memory: usize,
 ) -> Result<(Completion, Option<LiveSet>), CompactError> {
     let mut c = Completion::default();
     let mut stragglers = std::collections::BTreeSet::new();
@@ -689,25 +761,57 @@ pub async fn completion(
         c.stragglers = stragglers.into_iter().collect();
         return Ok((c, None));
     }
-    let mut set = live_set_of(store, space, changed.as_ref()).await?;
-    set.fingerprints = Some(fingerprints);
-    set.base = changed.and(live.map(|m| m.generation));
     // Commit messages are searched by their words only: nothing waits for them.
-    for d in set.docs.iter().filter(|d| d.doc.kind != COMMIT_KIND) {
-        c.chunks += 1;
-        if d.vector.is_some() {
-            c.chunks_embedded += 1;
-        } else if space.is_some() {
-            stragglers.insert(Straggler {
-                repo: d.doc.repo_id.to_string(),
-                path: d.doc.path.clone(),
-                waiting_for: "embedding",
-            });
+    let mut count = |docs: &[LiveDoc]| {
+        for d in docs.iter().filter(|d| d.doc.kind != COMMIT_KIND) {
+            c.chunks += 1;
+            if d.vector.is_some() {
+                c.chunks_embedded += 1;
+            } else if space.is_some() {
+                stragglers.insert(Straggler {
+                    repo: d.doc.repo_id.to_string(),
+                    path: d.doc.path.clone(),
+                    waiting_for: "embedding",
+                });
+            }
         }
-    }
+    };
+    let set = match changed {
+        Some(changed) => {
+            let mut set = live_set_of(store, space, Some(&changed)).await?;
+            set.base = live.map(|m| m.generation);
+            count(&set.docs);
+            set
+        }
+        // The whole set: through local files, counted a shard at a time (the build reads
+        // the files again), never held whole.
+        None => {
+            use futures::TryStreamExt;
+            let spilled = crate::spill::spill_live_set(store, spill_memory).await?;
+            let mut shards = std::pin::pin!(spilled.shards(COUNTED_SHARDS, space).await?);
+            while let Some((_, docs)) = shards.try_next().await? {
+                count(&docs);
+            }
+            LiveSet {
+                runs: spilled.runs.clone(),
+                repos: spilled.repos,
+                spilled: Some(Box::new(spilled)),
+                ..LiveSet::default()
+            }
+        }
+    };
     c.stragglers = stragglers.into_iter().collect();
-    Ok((c, Some(set)))
+    Ok((
+        c,
+        Some(LiveSet {
+            fingerprints: Some(fingerprints),
+            ..set
+        }),
+    ))
 }
+
+/// Parts the completion check reads the whole live set in, one at a time.
+const COUNTED_SHARDS: u32 = 64;
 
 /// A finished fetch run, from its report (`runs/<run>.json`, written when the run ends).
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -14,6 +14,7 @@ use trawl_core::records::{Stage, rfc3339};
 use trawl_core::space::Space;
 use trawl_core::store::Store;
 
+use crate::build::LiveDocs;
 use crate::gc::GcReport;
 use crate::live::{Completion, FetchRun, LiveSet};
 use crate::retention::{RetentionOptions, RetentionReport};
@@ -163,27 +164,39 @@ pub async fn compact(
             unchanged: false,
         });
     }
-    let set = match set {
-        Some(s) => s,
-        None => crate::live::live_set(store, space.as_ref())
-            .await
-            .map_err(RunError::LiveSet)?,
+    // The whole live set: the one given, or read now through local files (the build then
+    // holds a few shards at a time, not the corpus).
+    let (docs, source_runs, table) = match set {
+        Some(LiveSet {
+            spilled: Some(spilled),
+            runs,
+            ..
+        }) => (LiveDocs::Spilled(*spilled), runs, None),
+        Some(s) => (LiveDocs::Memory(s.docs), s.runs, s.table),
+        None => {
+            let spilled = crate::spill::spill_live_set(store, spill_memory(cfg))
+                .await
+                .map_err(RunError::LiveSet)?;
+            let runs = spilled.runs.clone();
+            (LiveDocs::Spilled(spilled), runs, None)
+        }
     };
     let mut repo_inputs = BTreeMap::new();
-    record_inputs(&mut repo_inputs, &set, &fingerprints, space.is_some());
+    record_inputs(&mut repo_inputs, None, &fingerprints);
     let opts = BuildOptions {
         shards: cfg.shards,
         full,
         max_segments: cfg.max_segments,
         merge_tombstone_ratio: cfg.merge_tombstone_ratio,
-        source_runs: set.runs.clone(),
+        source_runs,
         inputs: Some(inputs),
-        table: set.table.clone(),
+        table,
         lease_ttl: Duration::from_secs(cfg.lease_ttl_secs),
         repo_inputs,
+        fingerprinted: !fingerprints.is_empty(),
         ..BuildOptions::default()
     };
-    let manifest = crate::build(store, set.docs, space, &opts, progress)
+    let manifest = crate::build(store, docs, space, &opts, progress)
         .await
         .map_err(RunError::Build)?;
     Ok(Compacted {
@@ -192,39 +205,21 @@ pub async fn compact(
     })
 }
 
-/// Records in `into` the fingerprint of each repository of `set` whose docs all have their
-/// vectors (all of them without a space), and an empty one — never equal to a fingerprint,
-/// so the next compaction rebuilds it — for the others.
+/// `compact.spill_memory_mb` in bytes.
+pub fn spill_memory(cfg: &CompactConfig) -> usize {
+    usize::try_from(cfg.spill_memory_mb.saturating_mul(1 << 20)).unwrap_or(usize::MAX)
+}
+
+/// Records in `into` the fingerprint of each repository (of `only`, when given); the build
+/// empties those of repositories whose docs wait for vectors ([`BuildOptions::repo_inputs`]).
 fn record_inputs(
     into: &mut BTreeMap<RepoId, String>,
-    set: &LiveSet,
+    only: Option<&BTreeSet<RepoId>>,
     fingerprints: &BTreeMap<RepoId, String>,
-    vectors: bool,
 ) {
-    let waiting: BTreeSet<&RepoId> = set
-        .docs
-        .iter()
-        .filter(|d| vectors && d.doc.kind != crate::live::COMMIT_KIND && d.vector.is_none())
-        .map(|d| &d.doc.repo_id)
-        .collect();
     for (repo, f) in fingerprints {
-        if set.only.as_ref().is_some_and(|o| !o.contains(repo)) {
-            continue;
-        }
-        let f = if waiting.contains(repo) {
-            String::new()
-        } else {
-            f.clone()
-        };
-        into.insert(repo.clone(), f);
-    }
-    // A repository with docs but no fingerprint (listed after the fingerprints were taken):
-    // recorded as one to rebuild, so that it is looked at again, and goes if it left.
-    if !fingerprints.is_empty() {
-        for d in &set.docs {
-            if !into.contains_key(&d.doc.repo_id) {
-                into.insert(d.doc.repo_id.clone(), String::new());
-            }
+        if only.is_none_or(|o| o.contains(repo)) {
+            into.insert(repo.clone(), f.clone());
         }
     }
 }
@@ -281,7 +276,7 @@ async fn build_incremental(
     };
     let mut repo_inputs = live.repo_inputs.clone();
     repo_inputs.retain(|r, _| !changed.contains(r));
-    record_inputs(&mut repo_inputs, &set, fingerprints, space.is_some());
+    record_inputs(&mut repo_inputs, Some(&changed), fingerprints);
     let mut source_runs: Vec<RunId> = crate::live::listed_states(store)
         .await
         .map_err(RunError::LiveSet)?
@@ -300,6 +295,7 @@ async fn build_incremental(
         lease_ttl: Duration::from_secs(cfg.lease_ttl_secs),
         only: Some(changed),
         repo_inputs,
+        fingerprinted: !fingerprints.is_empty(),
         base: Some(live.generation),
         ..BuildOptions::default()
     };
@@ -359,6 +355,9 @@ pub struct WaitOptions {
     pub poll: Duration,
     /// A full rebuild is asked for: an unchanged run still builds.
     pub full: bool,
+    /// What the completion check's sorts and joins hold before they spill (bytes;
+    /// `compact.spill_memory_mb`).
+    pub spill_memory: usize,
 }
 
 /// How [`wait`] ended.
@@ -448,9 +447,10 @@ pub async fn wait(
         });
     }
     loop {
-        let (c, set) = crate::live::completion(store, space, &opts.chunker_version)
-            .await
-            .map_err(RunError::Completion)?;
+        let (c, set) =
+            crate::live::completion(store, space, &opts.chunker_version, opts.spill_memory)
+                .await
+                .map_err(RunError::Completion)?;
         tracing::info!(
             files = c.files,
             files_chunked = c.files_chunked,

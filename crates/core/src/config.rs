@@ -275,6 +275,10 @@ pub struct CompactConfig {
     /// `--gc` deletes large Kafka payloads (`bus/large/`) older than this (days; 0 keeps
     /// them): longer than the topics' own retention.
     pub retain_bus_large_days: u64,
+    /// A whole build's sorts and joins of the live set hold this much memory (MiB) and
+    /// spill to local temporary files beyond it: with the shards being written, what bounds
+    /// the compactor's memory whatever the corpus size.
+    pub spill_memory_mb: u64,
 }
 
 impl Default for CompactConfig {
@@ -288,6 +292,7 @@ impl Default for CompactConfig {
             lease_ttl_secs: 120,
             retain_runs_days: 30,
             retain_bus_large_days: 14,
+            spill_memory_mb: 512,
         }
     }
 }

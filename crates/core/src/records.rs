@@ -572,26 +572,32 @@ pub fn from_batch<R: Row>(batch: &RecordBatch) -> Result<Vec<R>, Error> {
     Ok(rows)
 }
 
+/// Rows per row group of the Parquet files trawl writes: a scan's unit of work, and the most
+/// rows a writer holds in Arrow form at once.
+pub const PARQUET_ROW_GROUP: usize = 64 * 1024;
+
+/// How trawl writes Parquet: ZSTD, statistics on, [`PARQUET_ROW_GROUP`] rows per row group.
+pub fn parquet_properties() -> parquet::file::properties::WriterProperties {
+    use parquet::basic::{Compression, ZstdLevel};
+    parquet::file::properties::WriterProperties::builder()
+        .set_compression(Compression::ZSTD(ZstdLevel::default()))
+        .set_max_row_group_row_count(Some(PARQUET_ROW_GROUP))
+        .build()
+}
+
 /// Rows → a Parquet file (zstd, statistics on), ready for the store.
 pub fn to_parquet<R: Row>(rows: &[R]) -> Result<Bytes, Error> {
     use parquet::arrow::ArrowWriter;
-    use parquet::basic::{Compression, ZstdLevel};
-    use parquet::file::properties::WriterProperties;
 
-    // One row group's worth at a time: the Arrow copy of the rows never exceeds a row group.
-    const ROW_GROUP: usize = 64 * 1024;
     let schema = R::schema_of(rows);
-    let props = WriterProperties::builder()
-        .set_compression(Compression::ZSTD(ZstdLevel::default()))
-        .set_max_row_group_row_count(Some(ROW_GROUP))
-        .build();
+    let props = parquet_properties();
     let err = |e: parquet::errors::ParquetError| Error::Record {
         what: R::NAME,
         reason: e.to_string(),
     };
     let mut buf = Vec::new();
     let mut w = ArrowWriter::try_new(&mut buf, schema, Some(props)).map_err(err)?;
-    for part in rows.chunks(ROW_GROUP) {
+    for part in rows.chunks(PARQUET_ROW_GROUP) {
         w.write(&to_batch(part)?).map_err(err)?;
     }
     w.close().map_err(err)?;

@@ -38,6 +38,18 @@ impl std::fmt::Debug for Store {
     }
 }
 
+/// A local file that could not be read for an upload to `key`.
+fn local_io(key: &str, e: std::io::Error) -> Error {
+    Error::Store {
+        op: StoreOp::Put,
+        key: key.to_owned(),
+        source: object_store::Error::Generic {
+            store: "local file",
+            source: Box::new(e),
+        },
+    }
+}
+
 impl Store {
     /// Resolves a store URL (see the module docs).
     pub fn from_url(url: &str) -> Result<Self, Error> {
@@ -172,7 +184,7 @@ impl Store {
     /// is retried (a few times, at once) instead of failing.
     pub async fn put(&self, key: &str, bytes: Bytes) -> Result<(), Error> {
         if bytes.len() > MULTIPART_THRESHOLD && self.local_dir().is_none() {
-            return self.put_multipart(key, bytes).await;
+            return self.put_multipart(key, &bytes[..]).await;
         }
         let mut attempt = 0;
         loop {
@@ -193,25 +205,64 @@ impl Store {
         }
     }
 
-    async fn put_multipart(&self, key: &str, bytes: Bytes) -> Result<(), Error> {
+    /// A multipart upload of what `src` reads, [`MULTIPART_PART`] bytes at a time.
+    async fn put_multipart(
+        &self,
+        key: &str,
+        mut src: impl tokio::io::AsyncRead + Unpin,
+    ) -> Result<(), Error> {
+        use tokio::io::AsyncReadExt;
         let upload = self
             .inner
             .put_multipart(&self.path(key))
             .await
             .map_err(Self::err(StoreOp::Put, key))?;
         let mut writer = object_store::WriteMultipart::new_with_chunk_size(upload, MULTIPART_PART);
-        for piece in bytes.chunks(MULTIPART_PART) {
+        let mut piece = vec![0u8; MULTIPART_PART];
+        loop {
+            let mut filled = 0;
+            while filled < piece.len() {
+                match src.read(&mut piece[filled..]).await {
+                    Ok(0) => break,
+                    Ok(n) => filled += n,
+                    Err(e) => {
+                        writer.abort().await.ok();
+                        return Err(local_io(key, e));
+                    }
+                }
+            }
+            if filled == 0 {
+                break;
+            }
             writer
                 .wait_for_capacity(4)
                 .await
                 .map_err(Self::err(StoreOp::Put, key))?;
-            writer.put(bytes.slice_ref(piece));
+            writer.write(&piece[..filled]);
         }
         writer
             .finish()
             .await
             .map(|_| ())
             .map_err(Self::err(StoreOp::Put, key))
+    }
+
+    /// Writes `key` from a local file without holding it in memory: a file over
+    /// [`MULTIPART_THRESHOLD`] goes as a multipart upload (on a local directory too: its
+    /// parts are staged and renamed into place on completion), a smaller one as one put.
+    pub async fn put_file(&self, key: &str, file: &std::path::Path) -> Result<(), Error> {
+        let len = tokio::fs::metadata(file)
+            .await
+            .map_err(|e| local_io(key, e))?
+            .len();
+        if len <= MULTIPART_THRESHOLD as u64 {
+            let bytes = tokio::fs::read(file).await.map_err(|e| local_io(key, e))?;
+            return self.put(key, Bytes::from(bytes)).await;
+        }
+        let src = tokio::fs::File::open(file)
+            .await
+            .map_err(|e| local_io(key, e))?;
+        self.put_multipart(key, src).await
     }
 
     /// Writes `key` only if it does not exist. Returns `false` when it already did.
