@@ -11,6 +11,7 @@
 #   bash scripts/bench-nightly.sh [N]        (default 200)
 #
 # TRAWL_BIN=path picks the binary (target/debug/trawl by default, built if absent);
+# TRAWL_BASELINE_BIN=path adds another build's `compact --full` on the same store;
 # BENCH_WORD=word is the search's query (default "connection").
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -70,6 +71,13 @@ shards=${BENCH_SHARDS:-$(( n / 75 > 0 ? n / 75 : 1 ))}
 spill_mb=${BENCH_SPILL_MB:-512}
 timed "$bin" --set "compact.shards=$shards" --set "compact.spill_memory_mb=$spill_mb" compact --full
 full=$secs full_rss=$rss
+# TRAWL_BASELINE_BIN=path: another build (an earlier commit) rebuilds the same store beside,
+# with the same shards (and its own defaults otherwise).
+base_full=0 base_rss=0
+if [ -n "${TRAWL_BASELINE_BIN:-}" ]; then
+  timed "$(realpath "$TRAWL_BASELINE_BIN")" --set "compact.shards=$shards" compact --full
+  base_full=$secs base_rss=$rss
+fi
 
 objects=$(find "$work/.trawl" -type f | wc -l)
 live_chunks=$(python3 - "$work/.trawl" <<'EOF'
@@ -90,12 +98,13 @@ search_hits=$(grep -cE '^ *[0-9]+\. ' "$work/last.out" || true)
 
 python3 - "$n" "$first" "$first_rss" "$unchanged" "$unchanged_rss" "$changed_n" "$changed" \
   "$changed_rss" "$objects" "$count_s" "$count_row" "$live_chunks" "$group_s" "$group_rows" \
-  "$word" "$search_s" "$search_hits" "$shards" "$spill_mb" "$full" "$full_rss" <<'EOF'
+  "$word" "$search_s" "$search_hits" "$shards" "$spill_mb" "$full" "$full_rss" "$base_full" \
+  "$base_rss" <<'EOF'
 import sys
 a = sys.argv[1:]
 n, first, first_rss, unchanged, unchanged_rss, k, changed, changed_rss = a[:8]
 objects, count_s, count_row, live, group_s, group_rows, word, search_s, hits = a[8:17]
-shards, spill_mb, full, full_rss = a[17:]
+shards, spill_mb, full, full_rss, base_full, base_rss = a[17:]
 first, unchanged, changed = float(first), float(unchanged), float(changed)
 mb = lambda kib: f"{int(kib) / 1024:,.0f}"
 print(f"| run ({n} repositories) | seconds | % of first | peak RSS MB |")
@@ -104,6 +113,8 @@ print(f"| first `trawl index --repos` | {first:.1f} | 100 % | {mb(first_rss)} |"
 print(f"| again, nothing changed | {unchanged:.1f} | {100 * unchanged / first:.0f} % | {mb(unchanged_rss)} |")
 print(f"| {k} repositories changed (one file each) | {changed:.1f} | {100 * changed / first:.0f} % | {mb(changed_rss)} |")
 print(f"| `trawl compact --full`, {shards} shards, spilling past {spill_mb} MB | {float(full):.1f} | {100 * float(full) / first:.0f} % | {mb(full_rss)} |")
+if int(base_rss):
+    print(f"| the same by the baseline build | {float(base_full):.1f} | {100 * float(base_full) / first:.0f} % | {mb(base_rss)} |")
 print()
 rows, repos = (count_row.split(",") + ["?"])[:2]
 same = "equal" if rows.strip() == live.strip() else "**differs**"

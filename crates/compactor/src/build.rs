@@ -356,6 +356,7 @@ async fn build_leased(
     }
     // The chunks table: the given one (the spill's file), or for an incremental build the
     // live generation's with the rebuilt repositories' rows replaced.
+    let mut table_dir: Option<tempfile::TempDir> = None;
     let table = match (&opts.only, &live) {
         (None, LiveDocs::Spilled(s)) => s.has_table.then(|| Table::File(s.table_path())),
         (None, LiveDocs::Memory(_)) => opts.table.clone().map(Table::Bytes),
@@ -366,14 +367,26 @@ async fn build_leased(
                 .ok_or_else(|| {
                     CompactError::NeedsWholeSet("the live generation has no chunks table".into())
                 })?;
-            let old = store.get(&key).await?.ok_or_else(|| {
-                CompactError::NeedsWholeSet(format!("the live chunks table {key} is missing"))
-            })?;
+            let dir =
+                table_dir.insert(tempfile::tempdir().map_err(|e| CompactError::Io(e.to_string()))?);
+            let (old, out) = (
+                dir.path().join("live.parquet"),
+                dir.path().join("next.parquet"),
+            );
+            if !store.get_file(&key, &old).await? {
+                return Err(CompactError::NeedsWholeSet(format!(
+                    "the live chunks table {key} is missing"
+                )));
+            }
+            let (new, only, next) = (opts.table.clone(), only.clone(), out.clone());
+            tokio::task::spawn_blocking(move || {
+                crate::table::replace_repos(&old, new, &only, &next)
+            })
+            .await
+            .map_err(|e| CompactError::Io(format!("chunks table task: {e}")))?
             // A table this release cannot patch (another schema) is rebuilt whole.
-            Some(Table::Bytes(
-                crate::table::replace_repos(old, opts.table.clone(), only)
-                    .map_err(|e| CompactError::NeedsWholeSet(e.to_string()))?,
-            ))
+            .map_err(|e| CompactError::NeedsWholeSet(e.to_string()))?;
+            Some(Table::File(out))
         }
     };
     let shard_count = reusable.map_or(opts.shards.max(1), |p| p.shard_count);

@@ -127,10 +127,22 @@ pub(crate) fn session(
     let ctx = match memory {
         None => SessionContext::new(),
         Some(bytes) => {
-            let mut config = datafusion::prelude::SessionConfig::new();
+            // One partition: one sort per input instead of one per core, each with its merge
+            // reservation (the build beside it uses the cores).
+            let mut config = datafusion::prelude::SessionConfig::new()
+                .with_batch_size(2048)
+                .with_target_partitions(1);
             config.options_mut().optimizer.prefer_hash_join = false;
+            // Chunks are wide (their text): smaller batches (above) keep a sort's smallest
+            // step — one batch in, its merge reservation — well inside its share.
+            config.options_mut().execution.sort_spill_reservation_bytes =
+                (bytes / 32).min(10 << 20);
+            // Fair: each spilling operator (the sorts) gets its share and spills past it,
+            // leaving room for those that cannot spill (merges, the join's own stream).
             let runtime = datafusion::execution::runtime_env::RuntimeEnvBuilder::new()
-                .with_memory_limit(bytes, 1.0)
+                .with_memory_pool(std::sync::Arc::new(
+                    datafusion::execution::memory_pool::FairSpillPool::new(bytes),
+                ))
                 .build_arc()
                 .map_err(q)?;
             SessionContext::new_with_config_rt(config, runtime)

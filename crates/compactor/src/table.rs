@@ -1,29 +1,26 @@
 //! The live `chunks` table of an incremental build: the live generation's table with the
 //! rebuilt repositories' rows replaced by their new ones, still sorted by (repository, path,
-//! line) — in Arrow, without turning rows into records.
+//! line) — in Arrow, without turning rows into records, and streamed: the old table is read a
+//! batch at a time from a local copy and the result written to a local file, so that what is
+//! held is a batch and the rebuilt repositories' rows, not the table.
 
 use std::collections::BTreeSet;
-use std::sync::Arc;
+use std::path::Path;
 
 use arrow_array::{Array, RecordBatch, StringArray};
 use bytes::Bytes;
-use datafusion::arrow::compute::concat_batches;
+use datafusion::arrow::datatypes::SchemaRef;
 use parquet::arrow::ArrowWriter;
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
-use parquet::basic::{Compression, ZstdLevel};
-use parquet::file::properties::WriterProperties;
 use trawl_core::ids::RepoId;
-use trawl_core::records::ChunkRecord;
 
 use crate::CompactError;
-
-/// Rows a row group of the table holds, as the whole-set build writes it.
-const ROW_GROUP: usize = 64 * 1024;
 
 fn bad(e: &dyn std::fmt::Display) -> CompactError {
     CompactError::Format(format!("chunks table: {e}"))
 }
 
+/// The batches of a Parquet table in memory (the rebuilt repositories' rows).
 fn batches(bytes: Bytes) -> Result<Vec<RecordBatch>, CompactError> {
     ParquetRecordBatchReaderBuilder::try_new(bytes)
         .map_err(|e| bad(&e))?
@@ -33,63 +30,62 @@ fn batches(bytes: Bytes) -> Result<Vec<RecordBatch>, CompactError> {
         .collect()
 }
 
-/// `old` without the rows of the repositories in `only`, plus `new` (their rows now, if
-/// any), sorted by (repository, path, line, chunk id) as both are: the repositories' runs of
-/// rows are spliced in order, without sorting again.
+/// The table `old` (a local Parquet file) without the rows of the repositories in `only`,
+/// plus `new` (their rows now, if any), written to `out`, sorted by (repository, path, line,
+/// chunk id) as both are: the repositories' runs of rows are spliced in order, without
+/// sorting again.
 pub fn replace_repos(
-    old: Bytes,
+    old: &Path,
     new: Option<Bytes>,
     only: &BTreeSet<RepoId>,
-) -> Result<Bytes, CompactError> {
-    let old = batches(old)?;
-    let new = match new {
+    out: &Path,
+) -> Result<(), CompactError> {
+    let file = std::fs::File::open(old).map_err(|e| bad(&e))?;
+    let reader = ParquetRecordBatchReaderBuilder::try_new(file).map_err(|e| bad(&e))?;
+    // The table's own schema (the same code wrote both).
+    let schema: SchemaRef = reader.schema().clone();
+    let rebuilt = |repo: &str| only.iter().any(|r| r.as_str() == repo);
+    // The rebuilt repositories' runs, in repository order, as slices of their batches.
+    let mut fresh: Vec<(String, RecordBatch)> = Vec::new();
+    for batch in match new {
         Some(n) => batches(n)?,
         None => Vec::new(),
-    };
-    // The tables' own schema (both are written by the same code), or the record's for none.
-    let schema = old
-        .first()
-        .or(new.first())
-        .map_or_else(ChunkRecord::schema, RecordBatch::schema);
-    let whole = |parts: Vec<RecordBatch>| -> Result<RecordBatch, CompactError> {
-        let parts = parts
-            .into_iter()
-            .map(|b| b.with_schema(schema.clone()))
-            .collect::<Result<Vec<_>, _>>()
-            .map_err(|e| bad(&e))?;
-        concat_batches(&schema, &parts).map_err(|e| bad(&e))
-    };
-    let (old, new) = (whole(old)?, whole(new)?);
-    let (old_runs, new_runs) = (runs(&old)?, runs(&new)?);
-    // Each repository's rows: the new ones for a rebuilt repository, else the old ones; in
-    // repository order.
-    let mut pieces: Vec<(&str, RecordBatch)> = Vec::new();
-    for (repo, at, len) in &old_runs {
-        if !only.iter().any(|r| r.as_str() == repo) {
-            pieces.push((repo, old.slice(*at, *len)));
+    } {
+        let batch = batch.with_schema(schema.clone()).map_err(|e| bad(&e))?;
+        for (repo, at, len) in runs(&batch)? {
+            if rebuilt(&repo) {
+                fresh.push((repo, batch.slice(at, len)));
+            }
         }
     }
-    for (repo, at, len) in &new_runs {
-        if only.iter().any(|r| r.as_str() == repo) {
-            pieces.push((repo, new.slice(*at, *len)));
+    let mut fresh = fresh.into_iter().peekable();
+    let sink = std::fs::File::create(out).map_err(|e| bad(&e))?;
+    let mut w = ArrowWriter::try_new(
+        sink,
+        schema.clone(),
+        Some(trawl_core::records::parquet_properties()),
+    )
+    .map_err(|e| bad(&e))?;
+    for batch in reader.build().map_err(|e| bad(&e))? {
+        let batch = batch.map_err(|e| bad(&e))?;
+        for (repo, at, len) in runs(&batch)? {
+            // Every rebuilt repository that sorts before this one goes first.
+            while let Some((_, b)) = fresh.next_if(|(r, _)| r.as_str() < repo.as_str()) {
+                w.write(&b).map_err(|e| bad(&e))?;
+            }
+            if !rebuilt(&repo) {
+                w.write(&batch.slice(at, len)).map_err(|e| bad(&e))?;
+            }
         }
     }
-    pieces.sort_by(|a, b| a.0.cmp(b.0));
-    let parts: Vec<RecordBatch> = pieces.into_iter().map(|(_, b)| b).collect();
-    let merged = concat_batches(&schema, &parts).map_err(|e| bad(&e))?;
-    let props = WriterProperties::builder()
-        .set_compression(Compression::ZSTD(ZstdLevel::default()))
-        .set_max_row_group_row_count(Some(ROW_GROUP))
-        .build();
-    let mut buf = Vec::new();
-    let mut w =
-        ArrowWriter::try_new(&mut buf, Arc::clone(&schema), Some(props)).map_err(|e| bad(&e))?;
-    w.write(&merged).map_err(|e| bad(&e))?;
+    for (_, b) in fresh {
+        w.write(&b).map_err(|e| bad(&e))?;
+    }
     w.close().map_err(|e| bad(&e))?;
-    Ok(Bytes::from(buf))
+    Ok(())
 }
 
-/// The runs of rows of one repository in a table sorted by repository: (repository, first
+/// The runs of rows of one repository in a batch sorted by repository: (repository, first
 /// row, rows).
 fn runs(batch: &RecordBatch) -> Result<Vec<(String, usize, usize)>, CompactError> {
     let repo = batch

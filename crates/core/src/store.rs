@@ -38,10 +38,10 @@ impl std::fmt::Debug for Store {
     }
 }
 
-/// A local file that could not be read for an upload to `key`.
-fn local_io(key: &str, e: std::io::Error) -> Error {
+/// A local file that could not be read for an upload to `key`, or written from it.
+fn local_io(op: StoreOp, key: &str, e: std::io::Error) -> Error {
     Error::Store {
-        op: StoreOp::Put,
+        op,
         key: key.to_owned(),
         source: object_store::Error::Generic {
             store: "local file",
@@ -227,7 +227,7 @@ impl Store {
                     Ok(n) => filled += n,
                     Err(e) => {
                         writer.abort().await.ok();
-                        return Err(local_io(key, e));
+                        return Err(local_io(StoreOp::Put, key, e));
                     }
                 }
             }
@@ -253,15 +253,17 @@ impl Store {
     pub async fn put_file(&self, key: &str, file: &std::path::Path) -> Result<(), Error> {
         let len = tokio::fs::metadata(file)
             .await
-            .map_err(|e| local_io(key, e))?
+            .map_err(|e| local_io(StoreOp::Put, key, e))?
             .len();
         if len <= MULTIPART_THRESHOLD as u64 {
-            let bytes = tokio::fs::read(file).await.map_err(|e| local_io(key, e))?;
+            let bytes = tokio::fs::read(file)
+                .await
+                .map_err(|e| local_io(StoreOp::Put, key, e))?;
             return self.put(key, Bytes::from(bytes)).await;
         }
         let src = tokio::fs::File::open(file)
             .await
-            .map_err(|e| local_io(key, e))?;
+            .map_err(|e| local_io(StoreOp::Put, key, e))?;
         self.put_multipart(key, src).await
     }
 
@@ -394,6 +396,32 @@ impl Store {
             Err(object_store::Error::NotFound { .. }) => Ok(None),
             Err(e) => Err(Self::err(StoreOp::Get, key)(e)),
         }
+    }
+
+    /// Copies `key` into the local file `file`, a piece at a time (never whole in memory).
+    /// `false` when there is no such object.
+    pub async fn get_file(&self, key: &str, file: &std::path::Path) -> Result<bool, Error> {
+        use futures::StreamExt;
+        use tokio::io::AsyncWriteExt;
+        let got = match self.inner.get(&self.path(key)).await {
+            Ok(r) => r,
+            Err(object_store::Error::NotFound { .. }) => return Ok(false),
+            Err(e) => return Err(Self::err(StoreOp::Get, key)(e)),
+        };
+        let mut out = tokio::fs::File::create(file)
+            .await
+            .map_err(|e| local_io(StoreOp::Get, key, e))?;
+        let mut pieces = got.into_stream();
+        while let Some(piece) = pieces.next().await {
+            let piece = piece.map_err(Self::err(StoreOp::Get, key))?;
+            out.write_all(&piece)
+                .await
+                .map_err(|e| local_io(StoreOp::Get, key, e))?;
+        }
+        out.flush()
+            .await
+            .map_err(|e| local_io(StoreOp::Get, key, e))?;
+        Ok(true)
     }
 
     /// Deletes `key`; deleting a missing object is not an error.
