@@ -66,7 +66,7 @@ run; changed=$secs changed_rss=$rss
 
 # The compactor alone, rebuilding everything: its peak RSS against the corpus. Shards are
 # BENCH_SHARDS (default: one per 75 repositories, ~18,000 chunks each, so that the shard size
-# stays fixed as N grows); its sorts spill past BENCH_SPILL_MB (compact.spill_memory_mb).
+# stays fixed as N grows); it reads the live set in pieces of BENCH_SPILL_MB (compact.spill_memory_mb).
 shards=${BENCH_SHARDS:-$(( n / 75 > 0 ? n / 75 : 1 ))}
 spill_mb=${BENCH_SPILL_MB:-512}
 timed "$bin" --set "compact.shards=$shards" --set "compact.spill_memory_mb=$spill_mb" compact --full
@@ -112,7 +112,7 @@ print("|---|---:|---:|---:|")
 print(f"| first `trawl index --repos` | {first:.1f} | 100 % | {mb(first_rss)} |")
 print(f"| again, nothing changed | {unchanged:.1f} | {100 * unchanged / first:.0f} % | {mb(unchanged_rss)} |")
 print(f"| {k} repositories changed (one file each) | {changed:.1f} | {100 * changed / first:.0f} % | {mb(changed_rss)} |")
-print(f"| `trawl compact --full`, {shards} shards, spilling past {spill_mb} MB | {float(full):.1f} | {100 * float(full) / first:.0f} % | {mb(full_rss)} |")
+print(f"| `trawl compact --full`, {shards} shards, live set read in {spill_mb} MB pieces | {float(full):.1f} | {100 * float(full) / first:.0f} % | {mb(full_rss)} |")
 if int(base_rss):
     print(f"| the same by the baseline build | {float(base_full):.1f} | {100 * float(base_full) / first:.0f} % | {mb(base_rss)} |")
 print()

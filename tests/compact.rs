@@ -221,16 +221,24 @@ async fn the_spilled_live_set_is_the_live_set_read_a_shard_at_a_time() {
         "commit messages"
     );
 
-    let spilled = trawl_compactor::spill::spill_live_set(&h.store, 64 << 20)
-        .await
-        .unwrap();
-    assert_eq!(
-        (spilled.repos, spilled.runs.len()),
-        (whole.repos, whole.runs.len())
-    );
-    for shards in [1, 3] {
+    let read = |bytes: bytes::Bytes| -> Vec<trawl_core::records::ChunkRecord> {
+        trawl_core::records::from_parquet(bytes).unwrap()
+    };
+    let whole_table = read(whole.table.unwrap());
+    assert!(!whole_table.is_empty());
+    // A roomy budget (one group of repositories, one bucket of vectors), and a tiny one (a
+    // group per repository, the vectors in many buckets).
+    for (memory, shards) in [(64 << 20, 1), (64 << 20, 3), (1024, 3)] {
+        let spilled = trawl_compactor::spill::spill_live_set(&h.store, Some(&space()), memory)
+            .await
+            .unwrap();
+        assert_eq!(
+            (spilled.repos, spilled.runs.len()),
+            (whole.repos, whole.runs.len())
+        );
+        assert_eq!(spilled.buckets() > 1, memory == 1024);
         let got: Vec<(u32, Vec<LiveDoc>)> = spilled
-            .shards(shards, Some(&space()))
+            .shards(shards)
             .await
             .unwrap()
             .try_collect()
@@ -248,22 +256,18 @@ async fn the_spilled_live_set_is_the_live_set_read_a_shard_at_a_time() {
         }
         let mut docs: Vec<LiveDoc> = got.into_iter().flat_map(|(_, d)| d).collect();
         docs.sort_by_key(|d| d.doc.chunk_id);
-        assert_eq!(docs.len(), expected.len());
+        assert_eq!(
+            docs.len(),
+            expected.len(),
+            "memory {memory}, {shards} shards"
+        );
         for (got, want) in docs.iter().zip(&expected) {
             assert_eq!(got.doc, want.doc);
             assert_eq!(got.vector, want.vector, "{}", want.doc.header);
         }
+        let table = read(std::fs::read(spilled.table_path()).unwrap().into());
+        assert_eq!(table, whole_table, "the same chunks table, row for row");
     }
-    let read = |bytes: bytes::Bytes| -> Vec<trawl_core::records::ChunkRecord> {
-        trawl_core::records::from_parquet(bytes).unwrap()
-    };
-    let table = read(std::fs::read(spilled.table_path()).unwrap().into());
-    assert_eq!(
-        table,
-        read(whole.table.unwrap()),
-        "the same chunks table, row for row"
-    );
-    assert!(!table.is_empty());
 }
 
 #[tokio::test]

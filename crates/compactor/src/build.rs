@@ -413,7 +413,7 @@ async fn build_leased(
             }
             LiveDocs::Spilled(s) => {
                 spilled = s;
-                spilled.shards(shard_count, space.as_ref()).await?.boxed()
+                spilled.shards(shard_count).await?.boxed()
             }
         };
 

@@ -116,42 +116,13 @@ pub(crate) fn table(
     Ok(())
 }
 
-/// A DataFusion session that reads `store` (as `trawl://store/`). With `memory`, its
-/// operators spill to local files past that many bytes, and joins sort and merge (which
-/// spills) instead of hashing one side whole.
-pub(crate) fn session(
-    store: &Store,
-    memory: Option<usize>,
-) -> Result<SessionContext, CompactError> {
-    let q = |e: datafusion::error::DataFusionError| CompactError::Query(e.to_string());
-    let ctx = match memory {
-        None => SessionContext::new(),
-        Some(bytes) => {
-            // One partition: one sort per input instead of one per core, each with its merge
-            // reservation (the build beside it uses the cores).
-            let mut config = datafusion::prelude::SessionConfig::new()
-                .with_batch_size(2048)
-                .with_target_partitions(1);
-            config.options_mut().optimizer.prefer_hash_join = false;
-            // Chunks are wide (their text): smaller batches (above) keep a sort's smallest
-            // step — one batch in, its merge reservation — well inside its share.
-            config.options_mut().execution.sort_spill_reservation_bytes =
-                (bytes / 32).min(10 << 20);
-            // Fair: each spilling operator (the sorts) gets its share and spills past it,
-            // leaving room for those that cannot spill (merges, the join's own stream).
-            let runtime = datafusion::execution::runtime_env::RuntimeEnvBuilder::new()
-                .with_memory_pool(std::sync::Arc::new(
-                    datafusion::execution::memory_pool::FairSpillPool::new(bytes),
-                ))
-                .build_arc()
-                .map_err(q)?;
-            SessionContext::new_with_config_rt(config, runtime)
-        }
-    };
+/// A DataFusion session that reads `store` (as `trawl://store/`).
+pub(crate) fn session(store: &Store) -> SessionContext {
+    let ctx = SessionContext::new();
     let (object_store, _) = store.object_store();
     let base = url::Url::parse("trawl://store/").expect("a valid URL");
     ctx.register_object_store(&base, object_store);
-    Ok(ctx)
+    ctx
 }
 
 /// `key` of `store` as the session's URL.
@@ -403,7 +374,7 @@ pub async fn live_set_of(
     if states.is_empty() {
         return Ok(scoped(LiveSet::default()));
     }
-    let ctx = session(store, None)?;
+    let ctx = session(store);
     if !register_manifests(&ctx, store, &states).await? {
         return Ok(scoped(LiveSet::default()));
     }
@@ -799,8 +770,8 @@ pub async fn completion(
         // the files again), never held whole.
         None => {
             use futures::TryStreamExt;
-            let spilled = crate::spill::spill_live_set(store, spill_memory).await?;
-            let mut shards = std::pin::pin!(spilled.shards(COUNTED_SHARDS, space).await?);
+            let spilled = crate::spill::spill_live_set(store, space, spill_memory).await?;
+            let mut shards = std::pin::pin!(spilled.shards(COUNTED_SHARDS).await?);
             while let Some((_, docs)) = shards.try_next().await? {
                 count(&docs);
             }

@@ -174,7 +174,7 @@ pub async fn compact(
         }) => (LiveDocs::Spilled(*spilled), runs, None),
         Some(s) => (LiveDocs::Memory(s.docs), s.runs, s.table),
         None => {
-            let spilled = crate::spill::spill_live_set(store, spill_memory(cfg))
+            let spilled = crate::spill::spill_live_set(store, space.as_ref(), spill_memory(cfg))
                 .await
                 .map_err(RunError::LiveSet)?;
             let runs = spilled.runs.clone();
@@ -355,7 +355,7 @@ pub struct WaitOptions {
     pub poll: Duration,
     /// A full rebuild is asked for: an unchanged run still builds.
     pub full: bool,
-    /// What the completion check's sorts and joins hold before they spill (bytes;
+    /// The memory the completion check reads the whole live set in (bytes;
     /// `compact.spill_memory_mb`).
     pub spill_memory: usize,
 }

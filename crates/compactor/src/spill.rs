@@ -1,35 +1,42 @@
-//! The whole live set without holding it in memory: streamed through local files, and read
-//! back one shard at a time.
+//! The whole live set without holding it in memory: partitioned through local files, and
+//! read back one shard at a time.
 //!
-//! 1. **By repository** ([`spill_live_set`]): the live chunks (`m` ⋈ `c`, no vectors) sorted
-//!    by repository — DataFusion sorts under a memory limit and spills past it — are taken
-//!    one repository at a time: the newest chunker version of each chunk, its calls
-//!    resolved, its commit messages made docs, its rows appended to the generation's
-//!    `chunks` table (sorted by repository, path, line) and its docs to a local doc file.
-//!    Memory: the largest repository.
-//! 2. **By shard** ([`Spilled::shards`]): the doc file ⟕ the space's embeddings on content
-//!    hash, sorted by shard — a sort-merge join and a sort, both spilling — is read one shard
-//!    after another; each shard is built and dropped before the next is read. Memory: the
-//!    sort's limit and the shards being built.
+//! 1. **Repositories, in groups** ([`spill_live_set`]): the repositories, in order, are read
+//!    in groups whose chunk parts together stay under a sixteenth of the memory budget
+//!    (`compact.spill_memory_mb`), each group with one query (its manifests ⋈ its chunk
+//!    parts, no vectors). Each repository then: the newest chunker version of each chunk,
+//!    its calls resolved, its commit messages made docs, its rows appended to the
+//!    generation's `chunks` table (sorted by repository, path, line), its docs appended to
+//!    the bucket file of their content hash.
+//! 2. **Vectors, by bucket**: the space's embeddings are scanned once (a stream, no sort) and
+//!    each appended to the bucket file of its content hash. There are as many buckets as it
+//!    takes for one bucket's vectors to fit in half the budget.
+//! 3. **Shards** ([`Spilled::shards`]): bucket by bucket, its vectors are loaded into a map
+//!    and its docs, each given its vector, are appended to the file of their shard; then the
+//!    shards are read back one after another as the build asks for them.
 //!
-//! The docs are those of [`crate::live::live_set`], as a whole build makes them: equal doc
-//! for doc, with the same chunks table (tested).
+//! Memory: a group of repositories, one bucket's vectors, a few hundred rows per open file,
+//! and the shards being built. The docs are those of [`crate::live::live_set`], as a whole
+//! build makes them: equal doc for doc, with the same chunks table (tested).
 
-use std::collections::{HashMap, HashSet, VecDeque};
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::fs::File;
+use std::io::{BufReader, BufWriter};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
-use datafusion::arrow::array::{ArrayRef, RecordBatch, UInt64Array};
-use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef};
-use datafusion::datasource::listing::ListingTableUrl;
-use datafusion::execution::SendableRecordBatchStream;
-use datafusion::prelude::SessionContext;
+use datafusion::arrow::array::{Array, ArrayRef, BooleanArray, RecordBatch, StringArray};
+use datafusion::arrow::compute::filter_record_batch;
+use datafusion::arrow::datatypes::{DataType, Field, FieldRef, Schema, SchemaRef};
+use datafusion::arrow::ipc::reader::StreamReader;
+use datafusion::arrow::ipc::writer::StreamWriter;
 use futures::StreamExt;
 use parquet::arrow::ArrowWriter;
-use serde::Deserialize;
-use trawl_core::ids::{ChunkId, CommitId, RepoId, RunId};
+use serde::{Deserialize, Serialize};
+use trawl_core::ids::{ChunkId, CommitId, ContentHash, RepoId, RunId};
 use trawl_core::records::{ChunkRecord, Row};
 use trawl_core::space::{Dtype, Space};
-use trawl_core::store::Store;
+use trawl_core::store::{Store, keys};
 use trawl_index::docs::DocRow;
 
 use crate::CompactError;
@@ -37,10 +44,7 @@ use crate::build::{LiveDoc, shard_of};
 use crate::calls::CallStats;
 use crate::live::{self, DefinitionLines};
 
-/// The memory DataFusion's sorts and joins use before they spill, by default.
-pub const DEFAULT_MEMORY: usize = 512 << 20;
-
-/// The live set spilled to local files ([`spill_live_set`]).
+/// The live set partitioned into local files ([`spill_live_set`]).
 #[derive(Debug)]
 pub struct Spilled {
     /// Removed when the set is dropped.
@@ -54,36 +58,27 @@ pub struct Spilled {
     pub chunks: u64,
     /// Whether the set has a `chunks` table: any listed repository has a manifest.
     pub has_table: bool,
-    memory: usize,
-    store: Store,
+    /// Content-hash buckets.
+    buckets: usize,
+    dtype: Dtype,
 }
 
 fn io(what: &str) -> impl FnOnce(std::io::Error) -> CompactError + '_ {
     move |e| CompactError::Io(format!("{what}: {e}"))
 }
 
-#[allow(clippy::needless_pass_by_value)] // for map_err
-fn parquet_err(e: parquet::errors::ParquetError) -> CompactError {
-    CompactError::Io(format!("writing the spilled live set: {e}"))
+fn arrow(e: &dyn std::fmt::Display) -> CompactError {
+    CompactError::Io(format!("spilling the live set: {e}"))
 }
 
-#[allow(clippy::needless_pass_by_value)] // for map_err
-fn query(e: datafusion::error::DataFusionError) -> CompactError {
+fn query(e: &datafusion::error::DataFusionError) -> CompactError {
     CompactError::Query(e.to_string())
 }
 
-/// The live chunks without vectors, one repository after another.
-const CHUNKS_BY_REPO: &str = "SELECT c.*, m.commit AS commit \
+/// The live chunks of a group of repositories, without vectors.
+const GROUP_CHUNKS: &str = "SELECT c.*, m.commit AS commit \
      FROM m JOIN c ON c.repo_id = m.repo_id AND c.path = m.path AND c.blob = m.blob \
-     WHERE m.skip_reason IS NULL ORDER BY c.repo_id";
-
-/// The column that carries a doc's shard hash through the spill: the first eight bytes of
-/// its chunk id, as [`shard_of`] reads them.
-const SHARD_KEY: &str = "shard_key";
-
-fn shard_key(id: &ChunkId) -> u64 {
-    u64::from_le_bytes(id.as_bytes()[..8].try_into().expect("8 bytes"))
-}
+     WHERE m.skip_reason IS NULL";
 
 /// The column of the join beyond the chunk's own.
 #[derive(Deserialize)]
@@ -91,146 +86,262 @@ struct Commit {
     commit: CommitId,
 }
 
-/// The spilled doc file's schema: a doc and its shard key.
-fn spill_schema() -> SchemaRef {
-    let mut fields: Vec<Field> = DocRow::arrow_schema()
-        .fields()
-        .iter()
-        .map(|f| f.as_ref().clone())
-        .collect();
-    fields.push(Field::new(SHARD_KEY, DataType::UInt64, false));
-    std::sync::Arc::new(Schema::new(fields))
+/// Rows an open file buffers before it writes them as one batch.
+const BUFFERED_ROWS: usize = 256;
+
+/// Arrow batches appended to a local file (the IPC stream format: written as they come,
+/// nothing held).
+struct Sink {
+    writer: StreamWriter<BufWriter<File>>,
 }
 
-/// Docs appended to a local Parquet file with their shard keys.
-struct DocSink {
-    writer: ArrowWriter<std::fs::File>,
-}
-
-impl DocSink {
-    fn create(path: &Path) -> Result<Self, CompactError> {
-        let file = std::fs::File::create(path).map_err(io("creating the spilled doc file"))?;
-        // Uncompressed: read back once, soon, from a local disk.
-        let props = parquet::file::properties::WriterProperties::builder()
-            .set_max_row_group_row_count(Some(8 * 1024))
-            .build();
-        let writer =
-            ArrowWriter::try_new(file, spill_schema(), Some(props)).map_err(parquet_err)?;
-        Ok(Self { writer })
+impl Sink {
+    fn create(path: &Path, schema: &Schema) -> Result<Self, CompactError> {
+        let file = File::create(path).map_err(io("creating a spill file"))?;
+        Ok(Self {
+            writer: StreamWriter::try_new(BufWriter::new(file), schema).map_err(|e| arrow(&e))?,
+        })
     }
 
-    fn write(&mut self, docs: &[LiveDoc]) -> Result<(), CompactError> {
-        for part in docs.chunks(8 * 1024) {
-            let rows: Vec<DocRow> = part.iter().map(|d| d.doc.clone()).collect();
-            let batch = trawl_core::records::to_batch(&rows)?;
-            let keys: ArrayRef = std::sync::Arc::new(UInt64Array::from_iter_values(
-                part.iter().map(|d| shard_key(&d.doc.chunk_id)),
-            ));
-            let mut columns = batch.columns().to_vec();
-            columns.push(keys);
-            let batch = RecordBatch::try_new(spill_schema(), columns)
-                .map_err(|e| CompactError::Io(format!("spilling docs: {e}")))?;
-            self.writer.write(&batch).map_err(parquet_err)?;
+    fn write(&mut self, batch: &RecordBatch) -> Result<(), CompactError> {
+        self.writer.write(batch).map_err(|e| arrow(&e))
+    }
+
+    fn finish(mut self) -> Result<(), CompactError> {
+        self.writer.finish().map_err(|e| arrow(&e))
+    }
+}
+
+/// The batches of a spill file, one at a time.
+fn batches(path: &Path) -> Result<StreamReader<BufReader<File>>, CompactError> {
+    let file = File::open(path).map_err(io("reading a spill file"))?;
+    StreamReader::try_new(BufReader::new(file), None).map_err(|e| arrow(&e))
+}
+
+/// The bucket of a content hash among `n`.
+fn bucket_of(hash: &ContentHash, n: usize) -> usize {
+    let b = hash.as_bytes();
+    usize::from(u16::from_be_bytes([b[0], b[1]])) % n.max(1)
+}
+
+/// A vector as the embeddings table holds it (one of the two is set).
+#[derive(Clone, Default, Serialize, Deserialize)]
+struct Vectors {
+    #[serde(default)]
+    vector: Option<Vec<f32>>,
+    #[serde(default)]
+    vector_bytes: Option<Vec<u8>>,
+}
+
+/// An embedding as the bucket files hold it.
+#[derive(Deserialize)]
+struct Embedded {
+    content_hash: ContentHash,
+    #[serde(default)]
+    vector: Option<Vec<f32>>,
+    #[serde(default)]
+    vector_bytes: Option<Vec<u8>>,
+}
+
+/// The columns a shard file adds to a doc's.
+fn vector_fields() -> Vec<FieldRef> {
+    vec![
+        Arc::new(Field::new(
+            "vector",
+            DataType::List(Arc::new(Field::new("item", DataType::Float32, false))),
+            true,
+        )),
+        Arc::new(Field::new("vector_bytes", DataType::Binary, true)),
+    ]
+}
+
+fn shard_schema() -> SchemaRef {
+    let mut fields: Vec<FieldRef> = DocRow::arrow_schema().fields().iter().cloned().collect();
+    fields.extend(vector_fields());
+    Arc::new(Schema::new(fields))
+}
+
+/// Docs (with their vectors, in a shard file) → one batch.
+fn doc_batch(docs: &[(DocRow, Vectors)], with_vectors: bool) -> Result<RecordBatch, CompactError> {
+    let rows: Vec<&DocRow> = docs.iter().map(|(d, _)| d).collect();
+    let batch = serde_arrow::to_record_batch(
+        &DocRow::arrow_schema()
+            .fields()
+            .iter()
+            .cloned()
+            .collect::<Vec<_>>(),
+        &rows,
+    )
+    .map_err(|e| arrow(&e))?;
+    if !with_vectors {
+        return Ok(batch);
+    }
+    let vectors: Vec<&Vectors> = docs.iter().map(|(_, v)| v).collect();
+    let extra = serde_arrow::to_record_batch(&vector_fields(), &vectors).map_err(|e| arrow(&e))?;
+    let mut columns: Vec<ArrayRef> = batch.columns().to_vec();
+    columns.extend(extra.columns().iter().cloned());
+    RecordBatch::try_new(shard_schema(), columns).map_err(|e| arrow(&e))
+}
+
+/// Files that take rows by number (bucket or shard), buffering a few hundred rows each.
+struct Router {
+    sinks: Vec<Sink>,
+    pending: Vec<Vec<(DocRow, Vectors)>>,
+    with_vectors: bool,
+}
+
+impl Router {
+    fn create(
+        dir: &Path,
+        prefix: &str,
+        n: usize,
+        with_vectors: bool,
+    ) -> Result<Self, CompactError> {
+        let schema = if with_vectors {
+            shard_schema()
+        } else {
+            DocRow::arrow_schema()
+        };
+        let sinks = (0..n)
+            .map(|i| Sink::create(&dir.join(format!("{prefix}-{i}.arrow")), &schema))
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(Self {
+            sinks,
+            pending: (0..n).map(|_| Vec::new()).collect(),
+            with_vectors,
+        })
+    }
+
+    fn push(&mut self, to: usize, doc: DocRow, vectors: Vectors) -> Result<(), CompactError> {
+        self.pending[to].push((doc, vectors));
+        if self.pending[to].len() >= BUFFERED_ROWS {
+            self.flush(to)?;
+        }
+        Ok(())
+    }
+
+    fn flush(&mut self, to: usize) -> Result<(), CompactError> {
+        if self.pending[to].is_empty() {
+            return Ok(());
+        }
+        let rows = std::mem::take(&mut self.pending[to]);
+        let batch = doc_batch(&rows, self.with_vectors)?;
+        self.sinks[to].write(&batch)
+    }
+
+    fn finish(mut self) -> Result<(), CompactError> {
+        for i in 0..self.sinks.len() {
+            self.flush(i)?;
+        }
+        for s in self.sinks {
+            s.finish()?;
         }
         Ok(())
     }
 }
 
-/// One repository's live chunks (every chunker version's) → its docs and table rows.
-struct Repo {
-    id: RepoId,
-    rows: Vec<(ChunkRecord, CommitId)>,
-}
-
-/// Reads the whole live set into local files under a new temporary directory, a repository
-/// at a time: `memory` bounds what DataFusion's sort holds before it spills.
-pub async fn spill_live_set(store: &Store, memory: usize) -> Result<Spilled, CompactError> {
+/// Reads the whole live set of `store` into local files under a new temporary directory,
+/// with the vectors of `space`, holding about `memory` bytes at most (see the module).
+pub async fn spill_live_set(
+    store: &Store,
+    space: Option<&Space>,
+    memory: usize,
+) -> Result<Spilled, CompactError> {
     let dir = tempfile::Builder::new()
         .prefix("trawl-live-")
         .tempdir()
         .map_err(io("creating a directory for the spilled live set"))?;
-    let states = live::listed_states(store).await?;
+    let mut states = live::listed_states(store).await?;
+    states.sort_by(|a, b| a.repo.cmp(&b.repo));
     let mut runs: Vec<RunId> = states.iter().map(|s| s.last_run.clone()).collect();
     runs.sort();
     runs.dedup();
+    let memory = memory.max(1) as u64;
+    // Buckets: one bucket's vectors (about their size in the store) in half the memory.
+    let vector_bytes: u64 = match space {
+        Some(s) => store
+            .list_objects(&keys::embedding_space(&s.key()))
+            .await?
+            .iter()
+            .map(|o| o.size)
+            .sum(),
+        None => 0,
+    };
+    let buckets =
+        usize::try_from((2 * vector_bytes).div_ceil(memory).clamp(1, 4096)).unwrap_or(4096);
     let mut spilled = Spilled {
         runs,
         repos: states.len(),
         calls: CallStats::default(),
         chunks: 0,
         has_table: false,
-        memory,
-        store: store.clone(),
+        buckets,
+        dtype: space.map_or(Dtype::Float, |s| s.dtype),
         dir,
     };
-    let mut docs = DocSink::create(&spilled.docs_path())?;
-    let table_file =
-        std::fs::File::create(spilled.table_path()).map_err(io("creating the chunks table"))?;
+    let mut docs = Router::create(spilled.dir.path(), "docs", buckets, false)?;
+    let table_file = File::create(spilled.table_path()).map_err(io("creating the chunks table"))?;
     let mut table = ArrowWriter::try_new(
         table_file,
         ChunkRecord::arrow_schema(),
         Some(trawl_core::records::parquet_properties()),
     )
-    .map_err(parquet_err)?;
-    let mut seen: HashSet<RepoId> = HashSet::new();
-    let ctx = live::session(store, Some(memory))?;
-    spilled.has_table =
-        !states.is_empty() && live::register_manifests(&ctx, store, &states).await?;
-    if spilled.has_table {
-        live::table(
-            &ctx,
-            "c",
-            vec![live::store_url(store, "chunks/")?],
-            ChunkRecord::arrow_schema(),
-            Some("repo"),
-        )?;
-        let mut stream = ctx
-            .sql(CHUNKS_BY_REPO)
-            .await
-            .map_err(query)?
-            .execute_stream()
-            .await
-            .map_err(query)?;
-        let read =
-            |e: serde_arrow::Error| CompactError::Query(format!("reading the live set: {e}"));
-        let mut repo: Option<Repo> = None;
-        while let Some(batch) = stream.next().await {
-            let batch = batch.map_err(query)?;
-            let chunks: Vec<ChunkRecord> = serde_arrow::from_record_batch(&batch).map_err(read)?;
-            let commits: Vec<Commit> = serde_arrow::from_record_batch(&batch).map_err(read)?;
-            for (c, m) in chunks.into_iter().zip(commits) {
-                if repo.as_ref().is_none_or(|r| r.id != c.repo_id) {
-                    if let Some(done) = repo.take() {
-                        spilled.repo(done, &mut docs, &mut table, &mut seen).await?;
-                    }
-                    repo = Some(Repo {
-                        id: c.repo_id.clone(),
-                        rows: Vec::new(),
-                    });
-                }
-                repo.as_mut().expect("set above").rows.push((c, m.commit));
-            }
+    .map_err(|e| arrow(&e))?;
+
+    // The chunk parts' sizes by repository, from one listing.
+    let mut part_bytes: HashMap<String, u64> = HashMap::new();
+    for o in store.list_objects("chunks/").await? {
+        if let Some(key) = o
+            .key
+            .strip_prefix("chunks/repo=")
+            .and_then(|k| k.split('/').next())
+        {
+            *part_bytes.entry(key.to_owned()).or_default() += o.size;
         }
-        if let Some(done) = repo.take() {
-            spilled.repo(done, &mut docs, &mut table, &mut seen).await?;
+    }
+    let mut seen: HashSet<RepoId> = HashSet::new();
+    // Parquet holds text compressed about 4:1: a group's rows take about four times its parts.
+    let budget = memory / 16;
+    let mut group: Vec<trawl_core::records::RepoState> = Vec::new();
+    let mut group_bytes = 0;
+    let mut states = states.into_iter().peekable();
+    while let Some(s) = states.next() {
+        group_bytes += part_bytes.get(&s.repo.key()).copied().unwrap_or(0);
+        group.push(s);
+        let full = states.peek().is_none_or(|next| {
+            group_bytes + part_bytes.get(&next.repo.key()).copied().unwrap_or(0) > budget
+        });
+        if full {
+            let repos = std::mem::take(&mut group);
+            group_bytes = 0;
+            spilled
+                .group(store, &repos, &part_bytes, &mut docs, &mut table, &mut seen)
+                .await?;
         }
     }
     // Listed repositories without a live chunk still have their commit messages.
     if spilled.has_table {
-        for s in states.iter().filter(|s| !seen.contains(&s.repo)) {
-            let commits = live::commit_docs(store, &s.repo, &DefinitionLines::new()).await?;
-            docs.write(&commits)?;
+        for s in live::listed_states(store).await? {
+            if seen.contains(&s.repo) {
+                continue;
+            }
+            for d in live::commit_docs(store, &s.repo, &DefinitionLines::new()).await? {
+                let b = bucket_of(&d.doc.content_hash, buckets);
+                docs.push(b, d.doc, Vectors::default())?;
+            }
         }
     }
-    docs.writer.close().map_err(parquet_err)?;
-    table.close().map_err(parquet_err)?;
-    tracing::debug!(calls = ?spilled.calls, chunks = spilled.chunks, "live set spilled");
+    docs.finish()?;
+    table.close().map_err(|e| arrow(&e))?;
+    spilled.spill_vectors(store, space).await?;
+    tracing::debug!(calls = ?spilled.calls, chunks = spilled.chunks, buckets, "live set spilled");
     Ok(spilled)
 }
 
 impl Spilled {
-    fn docs_path(&self) -> PathBuf {
-        self.dir.path().join("docs.parquet")
+    /// Content-hash buckets the docs and vectors were spread over.
+    pub fn buckets(&self) -> usize {
+        self.buckets
     }
 
     /// The generation's `chunks` table: the live chunks sorted by (repository, path, line).
@@ -238,18 +349,76 @@ impl Spilled {
         self.dir.path().join("chunks.parquet")
     }
 
+    /// The live chunks of `repos` (one query), a repository at a time.
+    async fn group(
+        &mut self,
+        store: &Store,
+        repos: &[trawl_core::records::RepoState],
+        part_bytes: &HashMap<String, u64>,
+        docs: &mut Router,
+        table: &mut ArrowWriter<File>,
+        seen: &mut HashSet<RepoId>,
+    ) -> Result<(), CompactError> {
+        let ctx = live::session(store);
+        if !live::register_manifests(&ctx, store, repos).await? {
+            return Ok(());
+        }
+        self.has_table = true;
+        let mut dirs = Vec::new();
+        for s in repos
+            .iter()
+            .filter(|s| part_bytes.contains_key(&s.repo.key()))
+        {
+            dirs.push(live::store_url(
+                store,
+                &format!("chunks/repo={}/", s.repo.key()),
+            )?);
+        }
+        if dirs.is_empty() {
+            return Ok(());
+        }
+        live::table(&ctx, "c", dirs, ChunkRecord::arrow_schema(), None)?;
+        let mut stream = ctx
+            .sql(GROUP_CHUNKS)
+            .await
+            .map_err(|e| query(&e))?
+            .execute_stream()
+            .await
+            .map_err(|e| query(&e))?;
+        let read =
+            |e: serde_arrow::Error| CompactError::Query(format!("reading the live set: {e}"));
+        let mut by_repo: BTreeMap<RepoId, Vec<(ChunkRecord, CommitId)>> = BTreeMap::new();
+        while let Some(batch) = stream.next().await {
+            let batch = batch.map_err(|e| query(&e))?;
+            let chunks: Vec<ChunkRecord> = serde_arrow::from_record_batch(&batch).map_err(read)?;
+            let commits: Vec<Commit> = serde_arrow::from_record_batch(&batch).map_err(read)?;
+            for (c, m) in chunks.into_iter().zip(commits) {
+                by_repo
+                    .entry(c.repo_id.clone())
+                    .or_default()
+                    .push((c, m.commit));
+            }
+        }
+        for (repo, rows) in by_repo {
+            self.repo(store, repo, rows, docs, table, seen).await?;
+        }
+        Ok(())
+    }
+
     /// One repository's chunks → its table rows and docs (calls resolved, commit messages
     /// added), as [`live::live_set`] derives them.
     async fn repo(
         &mut self,
-        repo: Repo,
-        docs: &mut DocSink,
-        table: &mut ArrowWriter<std::fs::File>,
+        store: &Store,
+        repo: RepoId,
+        rows: Vec<(ChunkRecord, CommitId)>,
+        docs: &mut Router,
+        table: &mut ArrowWriter<File>,
         seen: &mut HashSet<RepoId>,
     ) -> Result<(), CompactError> {
         // One row per chunk id: the newest chunker version's.
         let mut by_id: HashMap<ChunkId, (ChunkRecord, CommitId)> = HashMap::new();
-        for (c, commit) in repo.rows {
+        for (c, commit) in rows {
             match by_id.get(&c.chunk_id) {
                 Some((old, _)) if old.chunker_version >= c.chunker_version => {}
                 _ => {
@@ -265,7 +434,7 @@ impl Spilled {
         for part in chunks.chunks(trawl_core::records::PARQUET_ROW_GROUP) {
             table
                 .write(&trawl_core::records::to_batch(part)?)
-                .map_err(parquet_err)?;
+                .map_err(|e| arrow(&e))?;
         }
         self.chunks += chunks.len() as u64;
         let mut live: Vec<LiveDoc> = chunks
@@ -278,133 +447,158 @@ impl Spilled {
             .collect();
         self.calls += crate::calls::resolve_calls(&mut live);
         let defs = live::definition_lines(&live);
-        live.extend(live::commit_docs(&self.store, &repo.id, &defs).await?);
-        docs.write(&live)?;
-        seen.insert(repo.id);
+        live.extend(live::commit_docs(store, &repo, &defs).await?);
+        for d in live {
+            let b = bucket_of(&d.doc.content_hash, self.buckets);
+            docs.push(b, d.doc, Vectors::default())?;
+        }
+        seen.insert(repo);
         Ok(())
     }
 
+    /// The embeddings of `space`, scanned once, into the bucket files of their hashes.
+    async fn spill_vectors(
+        &self,
+        store: &Store,
+        space: Option<&Space>,
+    ) -> Result<(), CompactError> {
+        let ctx = live::session(store);
+        if !live::register_embeddings(&ctx, store, space).await? {
+            return Ok(());
+        }
+        let mut stream = ctx
+            .sql("SELECT content_hash, vector, vector_bytes FROM e")
+            .await
+            .map_err(|e| query(&e))?
+            .execute_stream()
+            .await
+            .map_err(|e| query(&e))?;
+        let mut sinks: Vec<Sink> = Vec::new();
+        while let Some(batch) = stream.next().await {
+            let batch = batch.map_err(|e| query(&e))?;
+            if sinks.is_empty() {
+                sinks = (0..self.buckets)
+                    .map(|i| Sink::create(&self.vectors_path(i), &batch.schema()))
+                    .collect::<Result<_, _>>()?;
+            }
+            let hashes = batch
+                .column_by_name("content_hash")
+                .and_then(|c| c.as_any().downcast_ref::<StringArray>())
+                .ok_or_else(|| arrow(&"embeddings without a content_hash text column"))?;
+            let buckets = (0..hashes.len())
+                .map(|i| {
+                    ContentHash::try_from(hashes.value(i).to_owned())
+                        .map(|h| bucket_of(&h, self.buckets))
+                        .map_err(|e| arrow(&e))
+                })
+                .collect::<Result<Vec<usize>, _>>()?;
+            for (i, sink) in sinks.iter_mut().enumerate() {
+                let mask = BooleanArray::from(buckets.iter().map(|b| *b == i).collect::<Vec<_>>());
+                let part = filter_record_batch(&batch, &mask).map_err(|e| arrow(&e))?;
+                if part.num_rows() > 0 {
+                    sink.write(&part)?;
+                }
+            }
+        }
+        for s in sinks {
+            s.finish()?;
+        }
+        Ok(())
+    }
+
+    fn vectors_path(&self, bucket: usize) -> PathBuf {
+        vectors_path(self.dir.path(), bucket)
+    }
+
     /// The docs of shards `0..shards` in order, each with its vector where the space has one
-    /// (one doc per chunk id): a shard is read when the consumer asks for it.
+    /// (one doc per chunk id): the docs are routed to shard files first, bucket by bucket;
+    /// then a shard is read when the consumer asks for it.
     pub async fn shards(
         &self,
         shards: u32,
-        space: Option<&Space>,
     ) -> Result<
         impl futures::Stream<Item = Result<(u32, Vec<LiveDoc>), CompactError>> + use<>,
         CompactError,
     > {
-        let ctx = live::session(&self.store, Some(self.memory))?;
-        let path = self.docs_path();
-        let path = path
-            .to_str()
-            .ok_or_else(|| CompactError::Io(format!("{}: not a UTF-8 path", path.display())))?;
-        let url = ListingTableUrl::parse(path).map_err(query)?;
-        live::table(&ctx, "d", vec![url], spill_schema(), None)?;
         let n = shards.max(1);
-        let sql = if live::register_embeddings(&ctx, &self.store, space).await? {
-            format!(
-                "SELECT d.*, e.vector AS vector, e.vector_bytes AS vector_bytes, \
-                 CAST(d.{SHARD_KEY} % {n} AS BIGINT) AS shard \
-                 FROM d LEFT JOIN e ON e.content_hash = d.content_hash ORDER BY shard"
-            )
-        } else {
-            format!(
-                "SELECT d.*, CAST(NULL AS FLOAT[]) AS vector, CAST(NULL AS BYTEA) AS vector_bytes, \
-                 CAST(d.{SHARD_KEY} % {n} AS BIGINT) AS shard FROM d ORDER BY shard"
-            )
-        };
-        let stream = ctx
-            .sql(&sql)
+        let (dir, buckets) = (self.dir.path().to_path_buf(), self.buckets);
+        let out = tokio::task::spawn_blocking(move || route(&dir, buckets, n))
             .await
-            .map_err(query)?
-            .execute_stream()
-            .await
-            .map_err(query)?;
-        let reader = ShardReader {
-            stream,
-            pending: VecDeque::new(),
-            done: false,
-            dtype: space.map_or(Dtype::Float, |s| s.dtype),
-            _ctx: ctx,
-        };
-        Ok(futures::stream::unfold(
-            (reader, 0u32),
-            move |(mut reader, k)| async move {
-                if k >= n {
-                    return None;
-                }
-                let shard = reader.shard(k, n).await.map(|docs| (k, docs));
-                Some((shard, (reader, k + 1)))
-            },
-        ))
+            .map_err(|e| CompactError::Io(format!("shard routing task: {e}")))??;
+        let dtype = self.dtype;
+        Ok(futures::stream::iter(0..n).map(move |k| {
+            let docs = read_shard(&out.path().join(format!("shard-{k}.arrow")), dtype)?;
+            Ok((k, docs))
+        }))
     }
 }
 
-/// A doc as the shard query returns it.
-#[derive(Deserialize)]
-struct Joined {
-    vector: Option<Vec<f32>>,
-    vector_bytes: Option<Vec<u8>>,
-    shard: i64,
-}
-
-/// The shard query's rows, handed out a shard at a time.
-struct ShardReader {
-    stream: SendableRecordBatchStream,
-    pending: VecDeque<(u32, LiveDoc)>,
-    done: bool,
-    dtype: Dtype,
-    /// The session the stream runs in.
-    _ctx: SessionContext,
-}
-
-impl ShardReader {
-    /// The docs of shard `k` (the rows are sorted by shard): one per chunk id, the one with
-    /// a vector when the join found several.
-    async fn shard(&mut self, k: u32, n: u32) -> Result<Vec<LiveDoc>, CompactError> {
-        let mut by_id: HashMap<ChunkId, LiveDoc> = HashMap::new();
-        loop {
-            while let Some((s, _)) = self.pending.front() {
-                if *s != k {
-                    break;
+/// The docs of every bucket of `dir`, each given its vector, into a shard file each
+/// (`shard-<k>.arrow` in the directory returned).
+fn route(dir: &Path, buckets: usize, n: u32) -> Result<tempfile::TempDir, CompactError> {
+    let out = tempfile::Builder::new()
+        .prefix("shards-")
+        .tempdir_in(dir)
+        .map_err(io("creating a directory for shard files"))?;
+    let mut router = Router::create(out.path(), "shard", n as usize, true)?;
+    let read = |e: serde_arrow::Error| CompactError::Query(format!("reading spilled docs: {e}"));
+    for b in 0..buckets {
+        let mut vectors: HashMap<ContentHash, Vectors> = HashMap::new();
+        let path = vectors_path(dir, b);
+        if path.exists() {
+            for batch in batches(&path)? {
+                let rows: Vec<Embedded> =
+                    serde_arrow::from_record_batch(&batch.map_err(|e| arrow(&e))?).map_err(read)?;
+                for r in rows {
+                    vectors.entry(r.content_hash).or_insert(Vectors {
+                        vector: r.vector,
+                        vector_bytes: r.vector_bytes,
+                    });
                 }
-                let (_, d) = self.pending.pop_front().expect("a front");
-                match by_id.get(&d.doc.chunk_id) {
-                    Some(old) if old.vector.is_some() || d.vector.is_none() => {}
-                    _ => {
-                        by_id.insert(d.doc.chunk_id, d);
-                    }
-                }
-            }
-            if !self.pending.is_empty() || self.done {
-                break;
-            }
-            match self.stream.next().await {
-                None => self.done = true,
-                Some(batch) => self.read(&batch.map_err(query)?, n)?,
             }
         }
-        Ok(by_id.into_values().collect())
+        for batch in batches(&dir.join(format!("docs-{b}.arrow")))? {
+            let rows: Vec<DocRow> =
+                serde_arrow::from_record_batch(&batch.map_err(|e| arrow(&e))?).map_err(read)?;
+            for doc in rows {
+                // Commit messages are words only, as the whole set makes them.
+                let v = if doc.kind == live::COMMIT_KIND {
+                    Vectors::default()
+                } else {
+                    vectors.get(&doc.content_hash).cloned().unwrap_or_default()
+                };
+                let k = shard_of(&doc, n) as usize;
+                router.push(k, doc, v)?;
+            }
+        }
     }
+    router.finish()?;
+    Ok(out)
+}
 
-    fn read(&mut self, batch: &RecordBatch, n: u32) -> Result<(), CompactError> {
-        let read =
-            |e: serde_arrow::Error| CompactError::Query(format!("reading spilled docs: {e}"));
-        let docs: Vec<DocRow> = serde_arrow::from_record_batch(batch).map_err(read)?;
-        let joined: Vec<Joined> = serde_arrow::from_record_batch(batch).map_err(read)?;
-        for (mut doc, j) in docs.into_iter().zip(joined) {
-            // Commit messages are words only, as the whole set makes them.
-            let vector = if doc.kind == live::COMMIT_KIND {
-                None
-            } else {
-                live::vector_data(j.vector, j.vector_bytes, self.dtype)
-            };
+/// The bucket file of the vectors of `bucket`.
+fn vectors_path(dir: &Path, bucket: usize) -> PathBuf {
+    dir.join(format!("vectors-{bucket}.arrow"))
+}
+
+/// A shard file → its docs, vectors attached, one per chunk id.
+fn read_shard(path: &Path, dtype: Dtype) -> Result<Vec<LiveDoc>, CompactError> {
+    let read = |e: serde_arrow::Error| CompactError::Query(format!("reading a shard file: {e}"));
+    let mut by_id: HashMap<ChunkId, LiveDoc> = HashMap::new();
+    for batch in batches(path)? {
+        let batch = batch.map_err(|e| arrow(&e))?;
+        let docs: Vec<DocRow> = serde_arrow::from_record_batch(&batch).map_err(read)?;
+        let vectors: Vec<Vectors> = serde_arrow::from_record_batch(&batch).map_err(read)?;
+        for (mut doc, v) in docs.into_iter().zip(vectors) {
+            let vector = live::vector_data(v.vector, v.vector_bytes, dtype);
             doc.has_vector = vector.is_some();
-            let shard = j.shard as u32;
-            debug_assert_eq!(shard, shard_of(&doc, n));
-            self.pending.push_back((shard, LiveDoc { doc, vector }));
+            match by_id.get(&doc.chunk_id) {
+                Some(old) if old.vector.is_some() || vector.is_none() => {}
+                _ => {
+                    by_id.insert(doc.chunk_id, LiveDoc { doc, vector });
+                }
+            }
         }
-        Ok(())
     }
+    Ok(by_id.into_values().collect())
 }

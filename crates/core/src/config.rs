@@ -275,9 +275,9 @@ pub struct CompactConfig {
     /// `--gc` deletes large Kafka payloads (`bus/large/`) older than this (days; 0 keeps
     /// them): longer than the topics' own retention.
     pub retain_bus_large_days: u64,
-    /// A whole build's sorts and joins of the live set hold this much memory (MiB) and
-    /// spill to local temporary files beyond it: with the shards being written, what bounds
-    /// the compactor's memory whatever the corpus size.
+    /// A whole build reads the live set through local temporary files, in groups of
+    /// repositories and buckets of vectors sized to about this much memory (MiB): with the
+    /// shards being written, what bounds the compactor's memory whatever the corpus size.
     pub spill_memory_mb: u64,
 }
 
