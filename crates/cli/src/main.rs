@@ -172,6 +172,13 @@ fn mask_secrets(table: &mut toml::Table) {
     }
 }
 
+/// The allocator: jemalloc. glibc's gives each thread that allocates an arena of its own (up
+/// to eight per core) and keeps what each held at its peak, so the compactor's shard builds,
+/// on blocking threads one after another, grew its resident memory with the number of shards
+/// (676 MB at 13 shards where two arenas held 409 MB).
+#[global_allocator]
+static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let mut overrides = cli.set.clone();
