@@ -10,7 +10,8 @@
 //!    the bucket file of their content hash.
 //! 2. **Vectors, by bucket**: the space's embeddings are scanned once (a stream, no sort) and
 //!    each appended to the bucket file of its content hash. There are as many buckets as it
-//!    takes for one bucket's vectors to fit in half the budget.
+//!    takes for one bucket's vectors (counted from the parts' metadata) to fit in half the
+//!    budget.
 //! 3. **Shards** ([`Spilled::shards`]): bucket by bucket, its vectors are loaded into a map
 //!    and its docs, each given its vector, are appended to the file of their shard; then the
 //!    shards are read back one after another as the build asks for them.
@@ -25,7 +26,9 @@ use std::io::{BufReader, BufWriter};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use datafusion::arrow::array::{Array, ArrayRef, BooleanArray, RecordBatch, StringArray};
+use datafusion::arrow::array::{
+    Array, ArrayRef, BooleanArray, Int64Array, RecordBatch, StringArray,
+};
 use datafusion::arrow::compute::filter_record_batch;
 use datafusion::arrow::datatypes::{DataType, Field, FieldRef, Schema, SchemaRef};
 use datafusion::arrow::ipc::reader::StreamReader;
@@ -36,7 +39,7 @@ use serde::{Deserialize, Serialize};
 use trawl_core::ids::{ChunkId, CommitId, ContentHash, RepoId, RunId};
 use trawl_core::records::{ChunkRecord, Row};
 use trawl_core::space::{Dtype, Space};
-use trawl_core::store::{Store, keys};
+use trawl_core::store::Store;
 use trawl_index::docs::DocRow;
 
 use crate::CompactError;
@@ -257,14 +260,10 @@ pub async fn spill_live_set(
     runs.sort();
     runs.dedup();
     let memory = memory.max(1) as u64;
-    // Buckets: one bucket's vectors (about their size in the store) in half the memory.
+    // Buckets: one bucket's vectors, as a map holds them, in half the memory. Counted from
+    // the embedding parts' metadata, not their size in the store: vectors can compress well.
     let vector_bytes: u64 = match space {
-        Some(s) => store
-            .list_objects(&keys::embedding_space(&s.key()))
-            .await?
-            .iter()
-            .map(|o| o.size)
-            .sum(),
+        Some(s) => count_vectors(store, s).await? * (vector_width(s) + MAP_ENTRY_OVERHEAD),
         None => 0,
     };
     let buckets =
@@ -336,6 +335,41 @@ pub async fn spill_live_set(
     spilled.spill_vectors(store, space).await?;
     tracing::debug!(calls = ?spilled.calls, chunks = spilled.chunks, buckets, "live set spilled");
     Ok(spilled)
+}
+
+/// Bytes a vector map entry takes beyond the vector: its key, the vector's header, the
+/// table's slot.
+const MAP_ENTRY_OVERHEAD: u64 = 96;
+
+/// Bytes of one vector of `space` in memory.
+fn vector_width(space: &Space) -> u64 {
+    let dims = u64::from(space.dims);
+    match space.dtype {
+        Dtype::Float => dims * 4,
+        Dtype::Int8 | Dtype::Uint8 => dims,
+        Dtype::Binary | Dtype::Ubinary => dims.div_ceil(8),
+    }
+}
+
+/// The embeddings of `space` in the store, from the parts' metadata.
+async fn count_vectors(store: &Store, space: &Space) -> Result<u64, CompactError> {
+    let ctx = live::session(store);
+    if !live::register_embeddings(&ctx, store, Some(space)).await? {
+        return Ok(0);
+    }
+    let batches = ctx
+        .sql("SELECT count(*) AS n FROM e")
+        .await
+        .map_err(|e| query(&e))?
+        .collect()
+        .await
+        .map_err(|e| query(&e))?;
+    let n = batches
+        .first()
+        .and_then(|b| b.column(0).as_any().downcast_ref::<Int64Array>())
+        .filter(|a| !a.is_empty())
+        .map_or(0, |a| a.value(0));
+    Ok(u64::try_from(n).unwrap_or(0))
 }
 
 impl Spilled {
