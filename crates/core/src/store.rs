@@ -158,6 +158,12 @@ impl Store {
         (self.inner.clone(), self.prefix.clone())
     }
 
+    /// Where `key` lives in [`Store::object_store`]'s store, for readers that fetch
+    /// byte ranges of an object (a Parquet file's footer and the columns they need).
+    pub fn object_path(&self, key: &str) -> Path {
+        self.path(key)
+    }
+
     fn path(&self, key: &str) -> Path {
         let mut p = self.prefix.clone();
         for part in key.split('/').filter(|s| !s.is_empty()) {
