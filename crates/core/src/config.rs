@@ -297,6 +297,41 @@ impl Default for CompactConfig {
     }
 }
 
+/// What the local model reads: `embed.local_input`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum LocalInput {
+    /// The chunk as written.
+    #[default]
+    Text,
+    /// Compound identifiers spelled as their words: `parse_args`, `parseArgs` → `parse args`.
+    Words,
+    /// The words alone: identifiers spelled as words, and the punctuation between words
+    /// dropped (`if (err) { return next(err); }` → `if err return next err`), so more of a
+    /// long chunk fits the model's window and its mean is not diluted by brackets.
+    Plain,
+}
+
+impl LocalInput {
+    /// `text` with the model's reading applied.
+    pub fn apply(self, text: &str) -> std::borrow::Cow<'_, str> {
+        match self {
+            LocalInput::Text => text.into(),
+            LocalInput::Words => crate::words::spell_identifiers(text).into(),
+            LocalInput::Plain => crate::words::plain_words(text).into(),
+        }
+    }
+
+    /// The suffix the reading adds to the vector space's name (`""` for the text as written).
+    pub fn space_suffix(self) -> &'static str {
+        match self {
+            LocalInput::Text => "",
+            LocalInput::Words => "+words",
+            LocalInput::Plain => "+plain",
+        }
+    }
+}
+
 /// Which embedder: configured as `embed.embedder`, chosen with `--embedder`, written in run
 /// reports, by these names.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -404,6 +439,11 @@ pub struct EmbedConfig {
     /// retrieves a little worse (README, "Retrieval quality"); another value is another
     /// vector space, so changing it re-embeds everything.
     pub local_max_tokens: usize,
+    /// What the local model reads of a chunk (and of a query): `text` as written, `words`
+    /// with compound identifiers spelled as words (`parseArgs` → `parse args`), or `plain`:
+    /// those words without the punctuation between them. Each is its own vector space, so
+    /// changing it re-embeds everything.
+    pub local_input: LocalInput,
     /// Dimensions of the hash embedder.
     pub hash_dims: u32,
 }
@@ -434,6 +474,7 @@ impl Default for EmbedConfig {
             model_dir: PathBuf::new(),
             local_batch: 8,
             local_max_tokens: 0,
+            local_input: LocalInput::Text,
             hash_dims: 256,
         }
     }

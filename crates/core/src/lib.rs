@@ -25,6 +25,7 @@ pub mod secret;
 pub mod shutdown;
 pub mod space;
 pub mod store;
+pub mod words;
 
 pub use error::{Error, StoreOp};
 pub use ids::{BlobId, ChunkId, CommitId, ContentHash, Generation, RepoId, RunId};

@@ -43,12 +43,19 @@ pub fn space_of(cfg: &EmbedConfig, embedder: Option<EmbedderKind>) -> Result<Spa
             dims: cfg.dims,
             dtype: cfg.dtype.parse()?,
         }),
-        EmbedderKind::Local => local::space_of(&model_dir(cfg), cfg.local_max_tokens),
+        EmbedderKind::Local => local::space_of(&model_dir(cfg), reading(cfg)),
         EmbedderKind::Hash => Ok(Space {
             model: hash::MODEL.into(),
             dims: cfg.hash_dims,
             dtype: Dtype::Float,
         }),
+    }
+}
+
+fn reading(cfg: &EmbedConfig) -> local::Reading {
+    local::Reading {
+        max_tokens: cfg.local_max_tokens,
+        input: cfg.local_input,
     }
 }
 
@@ -71,10 +78,10 @@ pub fn from_config(
         EmbedderKind::Voyage => {
             Arc::new(voyage::VoyageEmbedder::new(voyage_config(cfg, dry_run)?)?)
         }
-        EmbedderKind::Local => Arc::new(local::LocalEmbedder::load_limited(
+        EmbedderKind::Local => Arc::new(local::LocalEmbedder::load_reading(
             &model_dir(cfg),
             cfg.local_batch,
-            cfg.local_max_tokens,
+            reading(cfg),
         )?),
         EmbedderKind::Hash => Arc::new(hash::HashEmbedder::new(cfg.hash_dims)?),
     })

@@ -12,6 +12,10 @@
 //!   fine-tune in a same-named directory is a different vector space. A length limit other
 //!   than the model's own (`embed.local_max_tokens`) is a different space too
 //!   (`all-MiniLM-L6-v2@8087e9bf/128`): a long chunk's vector depends on where it is cut.
+//! - `embed.local_input` can have the model read compound identifiers spelled as their words
+//!   (`parse_args`, `parseArgs` → `parse args`; queries too), and without the punctuation
+//!   between words: its word-piece vocabulary is English prose, and cuts `parseArgs` into
+//!   `parse`, `##ar`, `##gs`. Another space as well (`…+words`, `…+plain`).
 //! - One single-threaded forward pass per core, each on its own batch: measured faster than
 //!   one pass split across the cores (candle's element-wise kernels synchronise often).
 
@@ -24,6 +28,8 @@ use candle_core::{DType, Device, Tensor};
 use candle_nn::VarBuilder;
 use candle_transformers::models::bert::{BertModel, Config as BertConfig};
 use tokenizers::{PaddingParams, PaddingStrategy, Tokenizer, TruncationParams};
+
+use trawl_core::config::LocalInput;
 
 use crate::embedder::{
     Counters, Dtype, EmbedError, Embedded, Embedder, InputType, Limits, Space, Vector, normalize,
@@ -145,6 +151,7 @@ pub struct LocalEmbedder {
     model: Arc<Model>,
     batch: usize,
     max_seq: usize,
+    input: LocalInput,
     truncated: Arc<AtomicU64>,
     busy: tokio::sync::Mutex<()>,
     pools: Arc<Vec<rayon::ThreadPool>>,
@@ -158,22 +165,21 @@ impl LocalEmbedder {
     /// Loads `dir` (`config.json`, `tokenizer.json`, `model.safetensors`). `batch` inputs go
     /// through the model at once.
     pub fn load(dir: &Path, batch: usize) -> Result<Self, EmbedError> {
-        Self::load_limited(dir, batch, 0)
+        Self::load_reading(dir, batch, Reading::default())
     }
 
-    /// As [`LocalEmbedder::load`], truncating inputs at `max_tokens` instead of the model's
-    /// own `max_seq_length` (0: the model's; capped by its position embeddings).
-    pub fn load_limited(dir: &Path, batch: usize, max_tokens: usize) -> Result<Self, EmbedError> {
+    /// As [`LocalEmbedder::load`], reading inputs as `reading` says.
+    pub fn load_reading(dir: &Path, batch: usize, reading: Reading) -> Result<Self, EmbedError> {
         let threads = std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get);
-        Self::load_with(dir, batch, threads, max_tokens)
+        Self::load_with(dir, batch, threads, reading)
     }
 
-    /// As [`LocalEmbedder::load_limited`], with `threads` forward passes at once.
+    /// As [`LocalEmbedder::load_reading`], with `threads` forward passes at once.
     pub fn load_with(
         dir: &Path,
         batch: usize,
         threads: usize,
-        max_tokens: usize,
+        reading: Reading,
     ) -> Result<Self, EmbedError> {
         let need = ["config.json", "tokenizer.json", "model.safetensors"];
         if let Some(missing) = need.iter().find(|f| !dir.join(f).is_file()) {
@@ -190,10 +196,10 @@ impl LocalEmbedder {
             .map_err(|e| model_err("config.json is not a BERT config", dir, e))?;
         let raw: serde_json::Value =
             serde_json::from_str(&config_text).map_err(|e| model_err("config.json", dir, e))?;
-        let max_seq = max_seq(dir, &raw, max_tokens);
+        let max_seq = max_seq(dir, &raw, reading.max_tokens);
         let weights = std::fs::read(dir.join("model.safetensors"))
             .map_err(|e| model_err("cannot read model.safetensors", dir, e))?;
-        let space = space_from(dir, &raw, &weights, max_seq);
+        let space = space_from(dir, &raw, &weights, max_seq, reading.input);
         let vb = VarBuilder::from_buffered_safetensors(weights, DType::F32, &Device::Cpu)
             .map_err(|e| model_err("model.safetensors", dir, e))?;
         let bert = BertModel::load(vb, &config)
@@ -217,6 +223,7 @@ impl LocalEmbedder {
             model: Arc::new(Model { bert, tokenizer }),
             batch: batch.max(1),
             max_seq,
+            input: reading.input,
             truncated: Arc::default(),
             busy: tokio::sync::Mutex::new(()),
             pools: Arc::new(pools(threads)?),
@@ -262,8 +269,17 @@ fn model_max_seq(dir: &Path) -> Option<usize> {
         .map(|m| m as usize)
 }
 
-/// The vector space of the model in `dir` at `max_tokens` (0: the model's own length).
-pub fn space_of(dir: &Path, max_tokens: usize) -> Result<Space, EmbedError> {
+/// How the local model reads its inputs; each choice is its own vector space.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Reading {
+    /// Tokens read of an input (header first); 0: the model's own `max_seq_length`.
+    pub max_tokens: usize,
+    /// What of an input the model reads.
+    pub input: LocalInput,
+}
+
+/// The vector space of the model in `dir` reading as `reading` says.
+pub fn space_of(dir: &Path, reading: Reading) -> Result<Space, EmbedError> {
     let config_text = std::fs::read_to_string(dir.join("config.json"))
         .map_err(|e| model_err("cannot read config.json", dir, e))?;
     let raw: serde_json::Value =
@@ -274,21 +290,29 @@ pub fn space_of(dir: &Path, max_tokens: usize) -> Result<Space, EmbedError> {
         dir,
         &raw,
         &weights,
-        max_seq(dir, &raw, max_tokens),
+        max_seq(dir, &raw, reading.max_tokens),
+        reading.input,
     ))
 }
 
-fn space_from(dir: &Path, config: &serde_json::Value, weights: &[u8], length: usize) -> Space {
+fn space_from(
+    dir: &Path,
+    config: &serde_json::Value,
+    weights: &[u8],
+    length: usize,
+    input: LocalInput,
+) -> Space {
     let fingerprint = &blake3::hash(weights).to_hex()[..8];
     let name = dir
         .file_name()
         .map_or_else(|| "local".into(), |n| n.to_string_lossy().into_owned());
     // The model's own length keeps the name every index built before the setting existed has.
-    let suffix = if length == max_seq(dir, config, 0) {
+    let mut suffix = if length == max_seq(dir, config, 0) {
         String::new()
     } else {
         format!("/{length}")
     };
+    suffix.push_str(input.space_suffix());
     Space {
         model: format!("{name}@{fingerprint}{suffix}"),
         dims: config["hidden_size"].as_u64().unwrap_or(0) as u32,
@@ -366,7 +390,8 @@ impl Embedder for LocalEmbedder {
         let model = self.model.clone();
         let truncated = self.truncated.clone();
         let batch = self.batch;
-        let inputs = inputs.to_vec();
+        let input = self.input;
+        let inputs: Vec<String> = inputs.iter().map(|t| input.apply(t).into_owned()).collect();
         let pools = self.pools.clone();
         tokio::task::spawn_blocking(move || {
             // Longest first, so each batch pads to inputs of about its own length.
@@ -496,16 +521,42 @@ mod tests {
         let dir =
             std::env::var_os("TRAWL_EMBED_MODEL_DIR").map_or_else(default_model_dir, PathBuf::from);
         let own = model();
-        let same = LocalEmbedder::load_limited(&dir, 8, own.max_seq()).unwrap();
+        let same = LocalEmbedder::load_reading(
+            &dir,
+            8,
+            Reading {
+                max_tokens: own.max_seq(),
+                ..Reading::default()
+            },
+        )
+        .unwrap();
         assert_eq!(
             same.space(),
             own.space(),
             "the model's own length keeps its name"
         );
-        let short = LocalEmbedder::load_limited(&dir, 8, 128).unwrap();
+        let short = LocalEmbedder::load_reading(
+            &dir,
+            8,
+            Reading {
+                max_tokens: 128,
+                ..Reading::default()
+            },
+        )
+        .unwrap();
         assert_eq!(short.max_seq(), 128);
         assert_eq!(short.space().model, format!("{}/128", own.space().model));
-        assert_eq!(space_of(&dir, 128).unwrap(), *short.space());
+        assert_eq!(
+            space_of(
+                &dir,
+                Reading {
+                    max_tokens: 128,
+                    ..Reading::default()
+                }
+            )
+            .unwrap(),
+            *short.space()
+        );
         // A chunk longer than 128 tokens is cut earlier, so its vector differs; a short one
         // is the same vector in both.
         let long = (0..80)
@@ -524,6 +575,54 @@ mod tests {
         assert!(cos(&a.vectors[0], &b.vectors[0]) < 0.999);
         assert!(cos(&a.vectors[1], &b.vectors[1]) > 0.9999);
         assert!(b.tokens < a.tokens);
+    }
+
+    #[tokio::test]
+    async fn the_model_reads_identifiers_as_words_when_asked() {
+        let dir =
+            std::env::var_os("TRAWL_EMBED_MODEL_DIR").map_or_else(default_model_dir, PathBuf::from);
+        let own = model();
+        let load = |input| {
+            LocalEmbedder::load_reading(
+                &dir,
+                8,
+                Reading {
+                    input,
+                    ..Reading::default()
+                },
+            )
+            .unwrap()
+        };
+        let (words, plain) = (load(LocalInput::Words), load(LocalInput::Plain));
+        assert_eq!(words.space().model, format!("{}+words", own.space().model));
+        assert_eq!(plain.space().model, format!("{}+plain", own.space().model));
+        for (e, reading) in [(&words, LocalInput::Words), (&plain, LocalInput::Plain)] {
+            let reading = Reading {
+                input: reading,
+                ..Reading::default()
+            };
+            assert_eq!(space_of(&dir, reading).unwrap(), *e.space());
+        }
+        let inputs = vec![
+            "def parseArgs(argv):".to_owned(),
+            "def parse args(argv):".to_owned(),
+            "def parse args argv".to_owned(),
+        ];
+        let cos = |x: &Vector, y: &Vector| match (x, y) {
+            (Vector::Float(x), Vector::Float(y)) => {
+                x.iter().zip(y).map(|(p, q)| p * q).sum::<f32>()
+            }
+            _ => panic!("float vectors"),
+        };
+        // As written, the identifier is other word pieces than the words; read as words, the
+        // two spellings are one input, and plain drops the brackets too.
+        let text = own.embed(&inputs, InputType::Document).await.unwrap();
+        assert!(cos(&text.vectors[0], &text.vectors[1]) < 0.99);
+        let w = words.embed(&inputs, InputType::Query).await.unwrap();
+        assert!(cos(&w.vectors[0], &w.vectors[1]) > 0.9999);
+        assert!(cos(&w.vectors[1], &w.vectors[2]) < 0.9999);
+        let p = plain.embed(&inputs, InputType::Query).await.unwrap();
+        assert!(cos(&p.vectors[0], &p.vectors[2]) > 0.9999);
     }
 
     #[test]

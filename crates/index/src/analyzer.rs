@@ -16,62 +16,7 @@ pub const NAME: &str = "code";
 #[derive(Clone, Debug, Default)]
 pub struct CodeTokenizer;
 
-/// Splits `word` at snake/kebab separators, case changes and letter/digit boundaries.
-/// Returns byte ranges of the parts.
-pub fn parts(word: &str) -> Vec<(usize, usize)> {
-    #[derive(Clone, Copy, PartialEq)]
-    enum Class {
-        Lower,
-        Upper,
-        Digit,
-        Sep,
-    }
-    let class = |c: char| {
-        if c == '_' || c == '-' {
-            Class::Sep
-        } else if c.is_numeric() {
-            Class::Digit
-        } else if c.is_uppercase() {
-            Class::Upper
-        } else {
-            Class::Lower
-        }
-    };
-    let chars: Vec<(usize, char)> = word.char_indices().collect();
-    let mut out = Vec::new();
-    let mut start: Option<usize> = None;
-    for (i, &(at, c)) in chars.iter().enumerate() {
-        let cls = class(c);
-        if cls == Class::Sep {
-            if let Some(s) = start.take() {
-                out.push((s, at));
-            }
-            continue;
-        }
-        if let Some(s) = start {
-            let prev = class(chars[i - 1].1);
-            let next = chars.get(i + 1).map(|&(_, n)| class(n));
-            let boundary = match (prev, cls) {
-                (Class::Lower, Class::Upper)
-                | (Class::Digit, Class::Lower | Class::Upper)
-                | (Class::Lower | Class::Upper, Class::Digit) => true,
-                // The last capital of an acronym starts the next word: HTTPResponse.
-                (Class::Upper, Class::Upper) => next == Some(Class::Lower),
-                _ => false,
-            };
-            if boundary {
-                out.push((s, at));
-                start = Some(at);
-            }
-        } else {
-            start = Some(at);
-        }
-    }
-    if let Some(s) = start {
-        out.push((s, word.len()));
-    }
-    out
-}
+pub use trawl_core::words::parts;
 
 /// The tokens of `text`, as (text, byte from, byte to, position).
 fn analyze(text: &str) -> Vec<Token> {
