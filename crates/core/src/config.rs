@@ -444,6 +444,10 @@ pub struct EmbedConfig {
     /// those words without the punctuation between them. Each is its own vector space, so
     /// changing it re-embeds everything.
     pub local_input: LocalInput,
+    /// Windows of `local_max_tokens` the local model reads of a longer chunk; its vector is
+    /// the mean over every token read (1: the first window only, the rest cut). Another
+    /// value is another vector space, so changing it re-embeds everything.
+    pub local_windows: usize,
     /// Dimensions of the hash embedder.
     pub hash_dims: u32,
 }
@@ -475,6 +479,7 @@ impl Default for EmbedConfig {
             local_batch: 8,
             local_max_tokens: 0,
             local_input: LocalInput::Text,
+            local_windows: 1,
             hash_dims: 256,
         }
     }

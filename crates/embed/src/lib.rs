@@ -56,6 +56,7 @@ fn reading(cfg: &EmbedConfig) -> local::Reading {
     local::Reading {
         max_tokens: cfg.local_max_tokens,
         input: cfg.local_input,
+        windows: cfg.local_windows,
     }
 }
 

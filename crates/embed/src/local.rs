@@ -7,7 +7,10 @@
 //!   input order.
 //! - An input longer than the model's `max_seq_length` (`sentence_bert_config.json`, else the
 //!   position embeddings) is truncated to it — the start is kept, where the header and
-//!   signature are — and counted as `truncated`.
+//!   signature are — and counted as `truncated`; with `embed.local_windows` = n it is read in
+//!   up to n consecutive windows instead (each framed by the model's start and end tokens),
+//!   and its vector is the mean over every token read. The windows are cut here, not by the
+//!   tokenizer, whose own overflow keeps only a stub of what it cuts off.
 //! - The model's name in the cache key is the directory's name plus a hash of its weights: a
 //!   fine-tune in a same-named directory is a different vector space. A length limit other
 //!   than the model's own (`embed.local_max_tokens`) is a different space too
@@ -15,7 +18,8 @@
 //! - `embed.local_input` can have the model read compound identifiers spelled as their words
 //!   (`parse_args`, `parseArgs` → `parse args`; queries too), and without the punctuation
 //!   between words: its word-piece vocabulary is English prose, and cuts `parseArgs` into
-//!   `parse`, `##ar`, `##gs`. Another space as well (`…+words`, `…+plain`).
+//!   `parse`, `##ar`, `##gs`. Another space as well (`…+words`, `…+plain`), as is reading
+//!   in windows (`…+4windows`).
 //! - One single-threaded forward pass per core, each on its own batch: measured faster than
 //!   one pass split across the cores (candle's element-wise kernels synchronise often).
 
@@ -27,7 +31,7 @@ use async_trait::async_trait;
 use candle_core::{DType, Device, Tensor};
 use candle_nn::VarBuilder;
 use candle_transformers::models::bert::{BertModel, Config as BertConfig};
-use tokenizers::{PaddingParams, PaddingStrategy, Tokenizer, TruncationParams};
+use tokenizers::Tokenizer;
 
 use trawl_core::config::LocalInput;
 
@@ -143,6 +147,9 @@ pub async fn install(dir: &Path, progress: &(dyn Fn(u64, u64) + Sync)) -> Result
 struct Model {
     bert: BertModel,
     tokenizer: Tokenizer,
+    pad_id: u32,
+    /// Tokens of one window, the start and end tokens included.
+    max_seq: usize,
 }
 
 /// See the module documentation.
@@ -152,6 +159,7 @@ pub struct LocalEmbedder {
     batch: usize,
     max_seq: usize,
     input: LocalInput,
+    windows: usize,
     truncated: Arc<AtomicU64>,
     busy: tokio::sync::Mutex<()>,
     pools: Arc<Vec<rayon::ThreadPool>>,
@@ -199,7 +207,7 @@ impl LocalEmbedder {
         let max_seq = max_seq(dir, &raw, reading.max_tokens);
         let weights = std::fs::read(dir.join("model.safetensors"))
             .map_err(|e| model_err("cannot read model.safetensors", dir, e))?;
-        let space = space_from(dir, &raw, &weights, max_seq, reading.input);
+        let space = space_from(dir, &raw, &weights, max_seq, reading);
         let vb = VarBuilder::from_buffered_safetensors(weights, DType::F32, &Device::Cpu)
             .map_err(|e| model_err("model.safetensors", dir, e))?;
         let bert = BertModel::load(vb, &config)
@@ -207,23 +215,30 @@ impl LocalEmbedder {
 
         let mut tokenizer = Tokenizer::from_file(dir.join("tokenizer.json"))
             .map_err(|e| model_err("tokenizer.json", dir, e))?;
+        // Inputs are cut into windows, and batches padded, here (`forward`): the tokenizer
+        // reads a whole input. Its own truncation keeps only a stub of what it cuts off.
         tokenizer
-            .with_truncation(Some(TruncationParams {
-                max_length: max_seq,
-                ..TruncationParams::default()
-            }))
+            .with_truncation(None)
             .map_err(|e| model_err("tokenizer truncation", dir, e))?;
-        tokenizer.with_padding(Some(PaddingParams {
-            strategy: PaddingStrategy::BatchLongest,
-            ..PaddingParams::default()
-        }));
+        let pad_id = tokenizer
+            .get_padding()
+            .map(|p| p.pad_id)
+            .or_else(|| tokenizer.token_to_id("[PAD]"))
+            .unwrap_or(0);
+        tokenizer.with_padding(None);
 
         Ok(Self {
             space,
-            model: Arc::new(Model { bert, tokenizer }),
+            model: Arc::new(Model {
+                bert,
+                tokenizer,
+                pad_id,
+                max_seq,
+            }),
             batch: batch.max(1),
             max_seq,
             input: reading.input,
+            windows: reading.windows.max(1),
             truncated: Arc::default(),
             busy: tokio::sync::Mutex::new(()),
             pools: Arc::new(pools(threads)?),
@@ -276,6 +291,8 @@ pub struct Reading {
     pub max_tokens: usize,
     /// What of an input the model reads.
     pub input: LocalInput,
+    /// Windows of `max_tokens` read of a longer input (0 or 1: the first only).
+    pub windows: usize,
 }
 
 /// The vector space of the model in `dir` reading as `reading` says.
@@ -291,7 +308,7 @@ pub fn space_of(dir: &Path, reading: Reading) -> Result<Space, EmbedError> {
         &raw,
         &weights,
         max_seq(dir, &raw, reading.max_tokens),
-        reading.input,
+        reading,
     ))
 }
 
@@ -300,7 +317,7 @@ fn space_from(
     config: &serde_json::Value,
     weights: &[u8],
     length: usize,
-    input: LocalInput,
+    reading: Reading,
 ) -> Space {
     let fingerprint = &blake3::hash(weights).to_hex()[..8];
     let name = dir
@@ -312,7 +329,10 @@ fn space_from(
     } else {
         format!("/{length}")
     };
-    suffix.push_str(input.space_suffix());
+    suffix.push_str(reading.input.space_suffix());
+    if reading.windows > 1 {
+        suffix.push_str(&format!("+{}windows", reading.windows));
+    }
     Space {
         model: format!("{name}@{fingerprint}{suffix}"),
         dims: config["hidden_size"].as_u64().unwrap_or(0) as u32,
@@ -320,38 +340,80 @@ fn space_from(
     }
 }
 
-/// Embeds one batch; returns unit vectors and the real token count.
-fn forward(m: &Model, texts: &[&str]) -> Result<(Vec<Vec<f32>>, u64, u64), String> {
+/// Embeds one batch; returns unit vectors, the real token count and how many inputs were
+/// cut. An input longer than the model's window is read in up to `windows` consecutive
+/// windows (each with the model's own start and end tokens), and its vector is the mean of
+/// every token read, as mean pooling over one longer input would be; what is beyond the last
+/// window is cut.
+fn forward(m: &Model, texts: &[&str], windows: usize) -> Result<(Vec<Vec<f32>>, u64, u64), String> {
     let enc = m
         .tokenizer
         .encode_batch(texts.to_vec(), true)
         .map_err(|e| e.to_string())?;
-    let truncated = enc
-        .iter()
-        .filter(|e| !e.get_overflowing().is_empty())
-        .count() as u64;
-    let len = enc.first().map_or(0, |e| e.get_ids().len());
-    let mut ids = Vec::with_capacity(texts.len() * len);
-    let mut mask = Vec::with_capacity(texts.len() * len);
-    for e in &enc {
-        ids.extend_from_slice(e.get_ids());
-        mask.extend_from_slice(e.get_attention_mask());
+    let windows = windows.max(1);
+    let mut truncated = 0u64;
+    // One row per window read: the input it belongs to and its token ids. A window is the
+    // input's start token, the next `max_seq - 2` of its tokens and its end token, as the
+    // model was trained; the first window alone is what truncation at `max_seq` reads.
+    let mut rows: Vec<(usize, Vec<u32>)> = Vec::with_capacity(texts.len());
+    for (i, e) in enc.iter().enumerate() {
+        let ids = e.get_ids();
+        if ids.len() <= m.max_seq {
+            rows.push((i, ids.to_vec()));
+            continue;
+        }
+        let special = e.get_special_tokens_mask();
+        let framed = ids.len() >= 2 && special.first() == Some(&1) && special.last() == Some(&1);
+        let (open, body, close) = if framed {
+            (&ids[..1], &ids[1..ids.len() - 1], &ids[ids.len() - 1..])
+        } else {
+            (&ids[..0], ids, &ids[..0])
+        };
+        let width = m.max_seq.saturating_sub(open.len() + close.len()).max(1);
+        if body.len() > width * windows {
+            truncated += 1;
+        }
+        for piece in body.chunks(width).take(windows) {
+            rows.push((i, [open, piece, close].concat()));
+        }
     }
-    let tokens = mask.iter().map(|&m| u64::from(m)).sum();
+    let pad = m.pad_id;
+    let len = rows.iter().map(|(_, r)| r.len()).max().unwrap_or(0).max(1);
+    let mut ids = Vec::with_capacity(rows.len() * len);
+    let mut mask = Vec::with_capacity(rows.len() * len);
+    for (_, r) in &rows {
+        ids.extend_from_slice(r);
+        ids.extend(std::iter::repeat_n(pad, len - r.len()));
+        mask.extend(std::iter::repeat_n(1u32, r.len()));
+        mask.extend(std::iter::repeat_n(0u32, len - r.len()));
+    }
+    let tokens = rows.iter().map(|(_, r)| r.len() as u64).sum();
     let run = || -> candle_core::Result<Vec<Vec<f32>>> {
         let dev = &m.bert.device;
-        let shape = (texts.len(), len);
+        let shape = (rows.len(), len);
         let ids = Tensor::from_vec(ids, shape, dev)?;
         let types = ids.zeros_like()?;
         let mask = Tensor::from_vec(mask, shape, dev)?;
         let out = m.bert.forward(&ids, &types, Some(&mask))?;
         let maskf = mask.to_dtype(DType::F32)?.unsqueeze(2)?;
-        let summed = out.broadcast_mul(&maskf)?.sum(1)?;
-        let counts = maskf.sum(1)?.clamp(1e-9, f64::MAX)?;
-        summed.broadcast_div(&counts)?.to_vec2::<f32>()
+        // Per window, the sum of its tokens' embeddings (divided per input below).
+        out.broadcast_mul(&maskf)?.sum(1)?.to_vec2::<f32>()
     };
-    let mut vectors = run().map_err(|e| e.to_string())?;
-    for v in &mut vectors {
+    let sums = run().map_err(|e| e.to_string())?;
+    let dims = sums.first().map_or(0, Vec::len);
+    let mut vectors = vec![vec![0f32; dims]; texts.len()];
+    let mut counts = vec![0usize; texts.len()];
+    for ((i, r), sum) in rows.iter().zip(sums) {
+        counts[*i] += r.len();
+        for (acc, x) in vectors[*i].iter_mut().zip(sum) {
+            *acc += x;
+        }
+    }
+    for (v, n) in vectors.iter_mut().zip(counts) {
+        let n = n.max(1) as f32;
+        for x in v.iter_mut() {
+            *x /= n;
+        }
         normalize(v);
     }
     Ok((vectors, tokens, truncated))
@@ -391,6 +453,7 @@ impl Embedder for LocalEmbedder {
         let truncated = self.truncated.clone();
         let batch = self.batch;
         let input = self.input;
+        let windows = self.windows;
         let inputs: Vec<String> = inputs.iter().map(|t| input.apply(t).into_owned()).collect();
         let pools = self.pools.clone();
         tokio::task::spawn_blocking(move || {
@@ -411,7 +474,7 @@ impl Embedder for LocalEmbedder {
                             let Some(group) = groups.get(g) else { break };
                             let texts: Vec<&str> =
                                 group.iter().map(|&i| inputs[i].as_str()).collect();
-                            let r = pool.install(|| forward(&model, &texts));
+                            let r = pool.install(|| forward(&model, &texts, windows));
                             results
                                 .lock()
                                 .unwrap_or_else(std::sync::PoisonError::into_inner)
@@ -481,9 +544,21 @@ mod tests {
     }
 
     /// The default model, which `scripts/fetch-model.sh` installs (the test script runs it).
+    /// The model the tests load: `TRAWL_EMBED_MODEL_DIR`, else the default install.
+    fn test_model_dir() -> PathBuf {
+        std::env::var_os("TRAWL_EMBED_MODEL_DIR").map_or_else(default_model_dir, PathBuf::from)
+    }
+
+    /// Cosine of two unit float vectors.
+    fn cos(x: &Vector, y: &Vector) -> f32 {
+        match (x, y) {
+            (Vector::Float(x), Vector::Float(y)) => x.iter().zip(y).map(|(p, q)| p * q).sum(),
+            _ => panic!("float vectors"),
+        }
+    }
+
     pub(crate) fn model() -> LocalEmbedder {
-        let dir =
-            std::env::var_os("TRAWL_EMBED_MODEL_DIR").map_or_else(default_model_dir, PathBuf::from);
+        let dir = test_model_dir();
         LocalEmbedder::load(&dir, 8).unwrap_or_else(|e| panic!("{e}"))
     }
 
@@ -518,8 +593,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_shorter_input_limit_is_its_own_space() {
-        let dir =
-            std::env::var_os("TRAWL_EMBED_MODEL_DIR").map_or_else(default_model_dir, PathBuf::from);
+        let dir = test_model_dir();
         let own = model();
         let same = LocalEmbedder::load_reading(
             &dir,
@@ -566,21 +640,48 @@ mod tests {
         let inputs = vec![long, "fn parse(x: &str) -> u32".to_owned()];
         let a = own.embed(&inputs, InputType::Document).await.unwrap();
         let b = short.embed(&inputs, InputType::Document).await.unwrap();
-        let cos = |x: &Vector, y: &Vector| match (x, y) {
-            (Vector::Float(x), Vector::Float(y)) => {
-                x.iter().zip(y).map(|(p, q)| p * q).sum::<f32>()
-            }
-            _ => panic!("float vectors"),
-        };
         assert!(cos(&a.vectors[0], &b.vectors[0]) < 0.999);
         assert!(cos(&a.vectors[1], &b.vectors[1]) > 0.9999);
         assert!(b.tokens < a.tokens);
     }
 
     #[tokio::test]
+    async fn a_long_input_is_read_in_windows_when_asked() {
+        let dir = test_model_dir();
+        let own = model();
+        let reading = Reading {
+            windows: 3,
+            ..Reading::default()
+        };
+        let wide = LocalEmbedder::load_reading(&dir, 8, reading).unwrap();
+        assert_eq!(
+            wide.space().model,
+            format!("{}+3windows", own.space().model)
+        );
+        assert_eq!(space_of(&dir, reading).unwrap(), *wide.space());
+        // Routes first, then (past the first window) something else entirely.
+        let long = (0..40)
+            .map(|i| format!("def handler_{i}(request): return route(request, {i})"))
+            .chain((0..40).map(|i| {
+                format!("The migration {i} copies every customer invoice to the archive table.")
+            }))
+            .collect::<Vec<_>>()
+            .join("\n");
+        // A short input is one window either way; a long one (about 1,160 tokens) is read
+        // further, three full windows of 256, so its vector changes, more tokens are counted
+        // and it still counts as cut.
+        let inputs = vec![long, "fn parse(x: &str) -> u32".to_owned()];
+        let a = own.embed(&inputs, InputType::Document).await.unwrap();
+        let b = wide.embed(&inputs, InputType::Document).await.unwrap();
+        assert!(cos(&a.vectors[0], &b.vectors[0]) < 0.999);
+        assert!(cos(&a.vectors[1], &b.vectors[1]) > 0.9999);
+        assert_eq!(b.tokens, a.tokens + 2 * 256);
+        assert_eq!(wide.counters().truncated, 1);
+    }
+
+    #[tokio::test]
     async fn the_model_reads_identifiers_as_words_when_asked() {
-        let dir =
-            std::env::var_os("TRAWL_EMBED_MODEL_DIR").map_or_else(default_model_dir, PathBuf::from);
+        let dir = test_model_dir();
         let own = model();
         let load = |input| {
             LocalEmbedder::load_reading(
@@ -608,12 +709,6 @@ mod tests {
             "def parse args(argv):".to_owned(),
             "def parse args argv".to_owned(),
         ];
-        let cos = |x: &Vector, y: &Vector| match (x, y) {
-            (Vector::Float(x), Vector::Float(y)) => {
-                x.iter().zip(y).map(|(p, q)| p * q).sum::<f32>()
-            }
-            _ => panic!("float vectors"),
-        };
         // As written, the identifier is other word pieces than the words; read as words, the
         // two spellings are one input, and plain drops the brackets too.
         let text = own.embed(&inputs, InputType::Document).await.unwrap();
