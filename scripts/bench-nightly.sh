@@ -12,7 +12,8 @@
 #
 # TRAWL_BIN=path picks the binary (target/debug/trawl by default, built if absent);
 # TRAWL_BASELINE_BIN=path adds another build's `compact --full` on the same store;
-# BENCH_WORD=word is the search's query (default "connection").
+# BENCH_WORD=word is the search's query (default "connection"); BENCH_KEEP=dir builds the
+# repositories and the store in dir and keeps them (to replay a night with TRAWL_LOG=debug).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 n=${1:-200}
@@ -20,8 +21,14 @@ bin=${TRAWL_BIN:-target/debug/trawl}
 [ -x "$bin" ] || cargo build -p trawl-cli
 bin=$(realpath "$bin")
 stdlib=$(python3 -c 'import sysconfig; print(sysconfig.get_paths()["stdlib"])')
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
+if [ -n "${BENCH_KEEP:-}" ]; then
+  work=$(realpath -m "$BENCH_KEEP")
+  [ ! -e "$work" ] || { echo "bench-nightly: $work exists; BENCH_KEEP wants a new directory" >&2; exit 1; }
+  mkdir -p "$work"
+else
+  work=$(mktemp -d)
+  trap 'rm -rf "$work"' EXIT
+fi
 mapfile -t files < <(find "$stdlib" -maxdepth 1 -name '*.py' -size -40k | sort | head -400)
 echo "== $n repositories of 8 files each under $work" >&2
 : >"$work/repos.toml"
@@ -69,13 +76,13 @@ run; changed=$secs changed_rss=$rss
 # stays fixed as N grows); it reads the live set in pieces of BENCH_SPILL_MB (compact.spill_memory_mb).
 shards=${BENCH_SHARDS:-$(( n / 75 > 0 ? n / 75 : 1 ))}
 spill_mb=${BENCH_SPILL_MB:-512}
-timed "$bin" --set "compact.shards=$shards" --set "compact.spill_memory_mb=$spill_mb" compact --full
+timed "$bin" --set "compact.shards=$shards" --set "compact.spill_memory_mb=$spill_mb" compact --full --embedder hash
 full=$secs full_rss=$rss
 # TRAWL_BASELINE_BIN=path: another build (an earlier commit) rebuilds the same store beside,
 # with the same shards (and its own defaults otherwise).
 base_full=0 base_rss=0
 if [ -n "${TRAWL_BASELINE_BIN:-}" ]; then
-  timed "$(realpath "$TRAWL_BASELINE_BIN")" --set "compact.shards=$shards" compact --full
+  timed "$(realpath "$TRAWL_BASELINE_BIN")" --set "compact.shards=$shards" compact --full --embedder hash
   base_full=$secs base_rss=$rss
 fi
 
@@ -110,8 +117,8 @@ mb = lambda kib: f"{int(kib) / 1024:,.0f}"
 print(f"| run ({n} repositories) | seconds | % of first | peak RSS MB |")
 print("|---|---:|---:|---:|")
 print(f"| first `trawl index --repos` | {first:.1f} | 100 % | {mb(first_rss)} |")
-print(f"| again, nothing changed | {unchanged:.1f} | {100 * unchanged / first:.0f} % | {mb(unchanged_rss)} |")
-print(f"| {k} repositories changed (one file each) | {changed:.1f} | {100 * changed / first:.0f} % | {mb(changed_rss)} |")
+print(f"| again, nothing changed | {unchanged:.1f} | {100 * unchanged / first:.1f} % | {mb(unchanged_rss)} |")
+print(f"| {k} repositories changed (one file each) | {changed:.1f} | {100 * changed / first:.1f} % | {mb(changed_rss)} |")
 print(f"| `trawl compact --full`, {shards} shards, live set read in {spill_mb} MB pieces | {float(full):.1f} | {100 * float(full) / first:.0f} % | {mb(full_rss)} |")
 if int(base_rss):
     print(f"| the same by the baseline build | {float(base_full):.1f} | {100 * float(base_full) / first:.0f} % | {mb(base_rss)} |")

@@ -316,6 +316,11 @@ pub struct EvalArgs {
     #[arg(long)]
     missed: bool,
 
+    /// Results fetched per query. The scores count the top 10 only; a deeper fetch shows,
+    /// in `--json`'s `ranks`, how far down each query's first hit is.
+    #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u16).range(10..=100))]
+    depth: u16,
+
     /// Which embedder embeds the queries (default: the one the index's space needs).
     #[arg(long, value_enum)]
     embedder: Option<EmbedderKind>,
@@ -334,6 +339,7 @@ async fn run_queries(
     params: &trawl_core::config::QueryConfig,
     mode: Mode,
     name: &str,
+    depth: usize,
 ) -> anyhow::Result<Vec<Vec<trawl_query::Hit>>> {
     let bar = indicatif::ProgressBar::new(queries.len() as u64).with_message(name.to_owned());
     bar.set_style(
@@ -344,7 +350,7 @@ async fn run_queries(
     let mut notes = std::collections::BTreeSet::new();
     for q in queries {
         let mut req = SearchRequest::new(q.query.clone());
-        req.k = Some(10);
+        req.k = Some(depth);
         req.mode = mode;
         let r = searcher.search_with(&req, Access::all(), params).await?;
         notes.extend(r.notes);
@@ -371,6 +377,7 @@ pub async fn eval(cfg: &Config, args: EvalArgs) -> anyhow::Result<ExitCode> {
     }
     let searcher = local_searcher(cfg, args.embedder).await?;
     let label = args.label.clone().unwrap_or_else(|| "trawl".to_owned());
+    let depth = usize::from(args.depth);
     let mut runs = Vec::new();
     for mode in &args.mode {
         let mode: Mode = mode.parse()?;
@@ -379,7 +386,8 @@ pub async fn eval(cfg: &Config, args: EvalArgs) -> anyhow::Result<ExitCode> {
         } else {
             label.clone()
         };
-        let results = run_queries(&searcher, &queries, searcher.params(), mode, &name).await?;
+        let results =
+            run_queries(&searcher, &queries, searcher.params(), mode, &name, depth).await?;
         runs.push(Run {
             name,
             mode,
@@ -392,7 +400,7 @@ pub async fn eval(cfg: &Config, args: EvalArgs) -> anyhow::Result<ExitCode> {
         let base = local_searcher(&bcfg, args.embedder).await?;
         let params = eval::naive(&cfg.query);
         let name = "naive RAG (windows, BM25 + vector, RRF)".to_owned();
-        let results = run_queries(&base, &queries, &params, Mode::Hybrid, &name).await?;
+        let results = run_queries(&base, &queries, &params, Mode::Hybrid, &name, depth).await?;
         runs.push(Run {
             name,
             mode: Mode::Hybrid,
@@ -404,7 +412,8 @@ pub async fn eval(cfg: &Config, args: EvalArgs) -> anyhow::Result<ExitCode> {
             let mut params = searcher.params().clone();
             off(&mut params);
             let name = format!("{label} without {what}");
-            let results = run_queries(&searcher, &queries, &params, Mode::Hybrid, &name).await?;
+            let results =
+                run_queries(&searcher, &queries, &params, Mode::Hybrid, &name, depth).await?;
             runs.push(Run {
                 name,
                 mode: Mode::Hybrid,

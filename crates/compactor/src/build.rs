@@ -659,7 +659,14 @@ async fn build_shard(
         let entry = rebuild(store, k, shard_dir, docs, space, opts, &mut stats).await?;
         return Ok((entry, stats, Tally::default()));
     };
-    let (have, mut tomb, total) = shard_contents(store, old).await?;
+    // On a task of its own: decoding the keys and mapping them is CPU work, and the shards
+    // are built concurrently on one task otherwise.
+    let (have, mut tomb, total) = {
+        let (store, old) = (store.clone(), old.clone());
+        tokio::spawn(async move { shard_contents(&store, &old).await })
+            .await
+            .map_err(|e| CompactError::Io(format!("shard contents task: {e}")))??
+    };
     let want: HashSet<DocKey> = docs.iter().map(key_of).collect();
     let rebuilt: Option<HashSet<&str>> = opts
         .only

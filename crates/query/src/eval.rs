@@ -216,6 +216,9 @@ pub struct Report {
     pub by_repo: BTreeMap<String, Scores>,
     /// Queries with no target in the top 10.
     pub missed: Vec<String>,
+    /// Each query's rank (from 1) of its first result that hits a target, among every
+    /// result fetched (`trawl eval --depth`); `None` when none does.
+    pub ranks: BTreeMap<String, Option<usize>>,
 }
 
 /// Scores `results[i]` (ranked) against `queries[i]`. Recall@k is the share of a query's
@@ -225,6 +228,7 @@ pub fn score(queries: &[EvalQuery], results: &[Vec<Hit>]) -> Report {
     let mut kinds: BTreeMap<String, Sum> = BTreeMap::new();
     let mut repos: BTreeMap<String, Sum> = BTreeMap::new();
     let mut missed = Vec::new();
+    let mut ranks = BTreeMap::new();
     for (q, hits_) in queries.iter().zip(results) {
         let found_by = |k: usize| {
             q.targets
@@ -234,11 +238,13 @@ pub fn score(queries: &[EvalQuery], results: &[Vec<Hit>]) -> Report {
                 / q.targets.len() as f64
         };
         let r = [found_by(1), found_by(5), found_by(10)];
-        let first = hits_
+        let rank = hits_
             .iter()
-            .take(10)
-            .position(|h| q.targets.iter().any(|t| hits(h, t)));
-        let mrr = first.map_or(0.0, |p| 1.0 / (p + 1) as f64);
+            .position(|h| q.targets.iter().any(|t| hits(h, t)))
+            .map(|p| p + 1);
+        ranks.insert(q.id.clone(), rank);
+        let first = rank.filter(|&r| r <= 10);
+        let mrr = first.map_or(0.0, |r| 1.0 / r as f64);
         if first.is_none() {
             missed.push(q.id.clone());
         }
@@ -254,6 +260,7 @@ pub fn score(queries: &[EvalQuery], results: &[Vec<Hit>]) -> Report {
         by_kind: kinds.into_iter().map(|(k, s)| (k, s.scores())).collect(),
         by_repo: repos.into_iter().map(|(k, s)| (k, s.scores())).collect(),
         missed,
+        ranks,
     }
 }
 
@@ -393,5 +400,15 @@ mod tests {
         // 1 + 3 + 12 + 1 results of 5 lines each, the third query's cut at 10.
         assert!((r.overall.mean_span - 5.0).abs() < 1e-9);
         assert_eq!(r.missed, ["never"]);
+        assert_eq!(r.ranks["never"], None);
+        let mut deep = results.clone();
+        deep[2].push(good.clone());
+        let d = score(&queries, &deep);
+        assert_eq!(
+            d.ranks["never"],
+            Some(13),
+            "a hit past the tenth is ranked, not scored"
+        );
+        assert_eq!(d.overall, r.overall);
     }
 }
