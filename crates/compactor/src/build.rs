@@ -464,13 +464,15 @@ async fn build_leased(
                 )));
             }
             let (new, only, next) = (opts.table.clone(), only.clone(), out.clone());
-            tokio::task::spawn_blocking(move || {
-                crate::table::replace_repos(&old, new, &only, &next)
+            let spliced = tokio::task::spawn_blocking(move || {
+                let props = trawl_core::records::table_properties();
+                crate::table::replace_repos(&old, new, &only, &next, props)
             })
             .await
             .map_err(|e| CompactError::Io(format!("chunks table task: {e}")))?
             // A table this release cannot patch (another schema) is rebuilt whole.
             .map_err(|e| CompactError::NeedsWholeSet(e.to_string()))?;
+            tracing::debug!(?spliced, "chunks table spliced");
             Some(Table::File(out))
         }
     };

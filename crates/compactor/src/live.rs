@@ -458,7 +458,8 @@ pub async fn live_set_of(
         ))
     });
     let (chunks, extras): (Vec<ChunkRecord>, Vec<Extra>) = pairs.into_iter().unzip();
-    let table = trawl_core::records::to_parquet(&chunks)?;
+    let table =
+        trawl_core::records::to_parquet_with(&chunks, trawl_core::records::table_properties())?;
     let mut docs: Vec<LiveDoc> = chunks
         .into_iter()
         .zip(extras)

@@ -283,7 +283,7 @@ pub async fn spill_live_set(
     let mut table = ArrowWriter::try_new(
         table_file,
         ChunkRecord::arrow_schema(),
-        Some(trawl_core::records::parquet_properties()),
+        Some(trawl_core::records::table_properties()),
     )
     .map_err(|e| arrow(&e))?;
 

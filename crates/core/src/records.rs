@@ -578,19 +578,42 @@ pub const PARQUET_ROW_GROUP: usize = 64 * 1024;
 
 /// How trawl writes Parquet: ZSTD, statistics on, [`PARQUET_ROW_GROUP`] rows per row group.
 pub fn parquet_properties() -> parquet::file::properties::WriterProperties {
+    writer_properties(PARQUET_ROW_GROUP)
+}
+
+/// ZSTD, statistics on, at most `row_group` rows per row group.
+fn writer_properties(row_group: usize) -> parquet::file::properties::WriterProperties {
     use parquet::basic::{Compression, ZstdLevel};
     parquet::file::properties::WriterProperties::builder()
         .set_compression(Compression::ZSTD(ZstdLevel::default()))
-        .set_max_row_group_row_count(Some(PARQUET_ROW_GROUP))
+        .set_max_row_group_row_count(Some(row_group))
         .build()
+}
+
+/// Rows per row group of the live `chunks` table: a few megabytes of text, small enough
+/// that a night which changed a few repositories re-encodes only the row groups holding
+/// them and copies the others as they are (engines scan row groups in parallel either way).
+pub const TABLE_ROW_GROUP: usize = 8 * 1024;
+
+/// How the live `chunks` table is written: [`parquet_properties`], with [`TABLE_ROW_GROUP`]
+/// rows per row group.
+pub fn table_properties() -> parquet::file::properties::WriterProperties {
+    writer_properties(TABLE_ROW_GROUP)
 }
 
 /// Rows → a Parquet file (zstd, statistics on), ready for the store.
 pub fn to_parquet<R: Row>(rows: &[R]) -> Result<Bytes, Error> {
+    to_parquet_with(rows, parquet_properties())
+}
+
+/// Rows → a Parquet file written with `props`.
+pub fn to_parquet_with<R: Row>(
+    rows: &[R],
+    props: parquet::file::properties::WriterProperties,
+) -> Result<Bytes, Error> {
     use parquet::arrow::ArrowWriter;
 
     let schema = R::schema_of(rows);
-    let props = parquet_properties();
     let err = |e: parquet::errors::ParquetError| Error::Record {
         what: R::NAME,
         reason: e.to_string(),
