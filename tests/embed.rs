@@ -12,7 +12,7 @@ use trawl_core::records::{self, ChunkRecord, DeadLetter, EmbeddedEvent, Embeddin
 use trawl_core::store::Store;
 use trawl_embed::batch::{BatchConfig, VoyageBatches};
 use trawl_embed::embedder::{Dtype, Embedder, Vector};
-use trawl_embed::fake::{FakeConfig, FakeVoyage, fake_vector};
+use trawl_embed::fake::{FakeConfig, FakeVoyage, fake_context_vector, fake_vector};
 use trawl_embed::hash::HashEmbedder;
 use trawl_embed::voyage::{VoyageConfig, VoyageEmbedder};
 use trawl_embed_worker::worker::{DEAD_LETTERS_TOPIC, EMBEDDED_TOPIC, WorkerError};
@@ -192,6 +192,114 @@ async fn every_chunk_is_embedded_once_and_a_fork_or_a_rerun_sends_nothing() {
     assert_eq!(rescan.embed.tokens_sent, 0);
     assert_eq!(rescan.embed.chunks as usize, 2 * chunks.len());
     assert_eq!(vectors(&h.store).await.len(), got.len());
+}
+
+/// The chunks of one file version, in line order, and their embedded texts.
+fn file_version<'a>(chunks: &'a [ChunkRecord], path: &str, blob: &str) -> Vec<&'a ChunkRecord> {
+    let mut doc: Vec<&ChunkRecord> = chunks
+        .iter()
+        .filter(|c| c.path == path && c.blob.as_str() == blob)
+        .collect();
+    doc.sort_by_key(|c| (c.start_line, c.end_line));
+    doc
+}
+
+#[tokio::test]
+async fn a_contextual_model_embeds_each_chunk_within_its_file_and_resends_a_changed_file_whole() {
+    let h = Harness::new().with_inproc_bus();
+    let src = SourceRepo::new();
+    let mut files = stdlib_json();
+    commit(&src, &files);
+    fetch_and_chunk(&h, &[&src]).await;
+    let fake = FakeVoyage::start(FakeConfig::default()).await.unwrap();
+    let mut cfg = VoyageConfig::new(&fake.base_url(), "test-key");
+    (cfg.dims, cfg.model) = (256, "voyage-context-3".into());
+    let e: Arc<dyn Embedder> = Arc::new(VoyageEmbedder::new(cfg).unwrap());
+    let first = embed(&h, e.clone()).await.unwrap();
+
+    // Every vector is its chunk's within its file, as the fake computes it.
+    let chunks = all_chunks(&h.store).await;
+    let got = vectors(&h.store).await;
+    let mut count: HashMap<ContentHash, usize> = HashMap::new();
+    for c in &chunks {
+        *count.entry(c.content_hash).or_default() += 1;
+    }
+    let mut checked = 0;
+    for c in &chunks {
+        let blob = c.blob.as_str().to_owned();
+        let doc = file_version(&chunks, &c.path, &blob);
+        let texts: Vec<String> = doc.iter().map(|d| d.indexed_text()).collect();
+        let i = doc.iter().position(|d| d.chunk_id == c.chunk_id).unwrap();
+        let v = &got[&c.content_hash];
+        assert_eq!(v.len(), 1, "one vector per content hash");
+        assert_eq!(v[0].model, "voyage-context-3");
+        // A text that two chunks share was embedded in one of their files.
+        if count[&c.content_hash] == 1 {
+            let want = fake_context_vector(&texts, i, 256, Dtype::Float);
+            assert_eq!(
+                Vector::Float(v[0].vector.clone().unwrap()),
+                want,
+                "{}",
+                c.path
+            );
+            checked += 1;
+        }
+    }
+    assert!(checked > 40, "{checked} chunks checked");
+    assert_eq!(first.embed.cache_misses as usize, got.len());
+
+    // One function added to tool.py: only its new chunks get vectors, but the whole file
+    // is sent again so that they see it; the other files are not sent.
+    let tool = files.iter_mut().find(|(p, _)| p == "json/tool.py").unwrap();
+    let mut text = std::fs::read_to_string(
+        std::process::Command::new("python3")
+            .args(["-c", "import json.tool;print(json.tool.__file__)"])
+            .output()
+            .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned())
+            .unwrap(),
+    )
+    .unwrap();
+    text.push_str("\n\ndef added_for_context(x):\n    return main(x)\n");
+    tool.1 = crate::support::file(text.into_bytes());
+    commit(&src, &files);
+    fetch_and_chunk(&h, &[&src]).await;
+    let sent_before = fake.stats().embedded;
+    let second = embed(&h, e.clone()).await.unwrap();
+    let after = all_chunks(&h.store).await;
+    let got = vectors(&h.store).await;
+    let new: Vec<&ChunkRecord> = after
+        .iter()
+        .filter(|c| !chunks.iter().any(|o| o.content_hash == c.content_hash))
+        .collect();
+    assert!(!new.is_empty());
+    assert_eq!(second.embed.vectors_written as usize, new.len());
+    let blob = new[0].blob.as_str().to_owned();
+    let doc = file_version(&after, "json/tool.py", &blob);
+    let texts: Vec<String> = doc.iter().map(|d| d.indexed_text()).collect();
+    for c in &new {
+        let i = doc.iter().position(|d| d.chunk_id == c.chunk_id).unwrap();
+        let want = fake_context_vector(&texts, i, 256, Dtype::Float);
+        assert_eq!(
+            Vector::Float(got[&c.content_hash][0].vector.clone().unwrap()),
+            want
+        );
+    }
+    let sent = fake.stats().embedded;
+    let resent =
+        |t: &String| sent.get(t).copied().unwrap_or(0) - sent_before.get(t).copied().unwrap_or(0);
+    assert!(
+        texts.iter().all(|t| resent(t) == 1),
+        "the changed file, whole, once"
+    );
+    let other: Vec<String> = after
+        .iter()
+        .filter(|c| c.path == "json/decoder.py")
+        .map(ChunkRecord::indexed_text)
+        .collect();
+    assert!(
+        other.iter().all(|t| resent(t) == 0),
+        "an unchanged file is not sent"
+    );
 }
 
 #[tokio::test]

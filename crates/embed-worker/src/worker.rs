@@ -37,7 +37,8 @@ use trawl_core::store::{Store, keys};
 mod batch;
 
 use trawl_embed::embedder::{
-    EmbedError, Embedder, InputType, Outcome, Vector, batches, embed_isolating, fit,
+    EmbedError, Embedder, InputType, Outcome, Vector, batches, document_batches, embed_isolating,
+    embed_isolating_documents, fit,
 };
 
 /// The topic chunk-part events arrive on.
@@ -283,6 +284,10 @@ struct Pending {
     tokens: Vec<u64>,
     index: HashMap<ContentHash, usize>,
     since: Option<tokio::time::Instant>,
+    /// For a contextual embedder: the inputs as consecutive documents (their sizes), and
+    /// which inputs are sent only as context (already embedded: their vectors are dropped).
+    documents: Vec<usize>,
+    context: Vec<bool>,
 }
 
 impl Pending {
@@ -674,6 +679,10 @@ impl Flows {
         };
         m.parts.fetch_add(1, Ordering::Relaxed);
         m.chunks.fetch_add(rows.len() as u64, Ordering::Relaxed);
+        if inner.embedder.contextual() {
+            self.add_document(job, rows);
+            return;
+        }
         for r in rows {
             let h = r.content_hash;
             if inner.cache.contains(&h) || self.pending.index.contains_key(&h) {
@@ -707,13 +716,87 @@ impl Flows {
             .get_or_insert_with(tokio::time::Instant::now);
     }
 
+    /// [`Flows::add`] for a contextual embedder: a file with any chunk to embed is sent
+    /// whole, in line order, as documents of at most the embedder's size, so that each new
+    /// chunk's vector sees its file; the chunks already embedded go as context only.
+    fn add_document(&mut self, mut job: Job, rows: &[ChunkRecord]) {
+        let inner = &self.inner;
+        let m = &inner.metrics;
+        let limits = inner.embedder.limits();
+        let embedded = |h: &ContentHash, p: &Pending| {
+            inner.cache.contains(h) || p.index.contains_key(h) || self.in_flight.contains_key(h)
+        };
+        let mut order: Vec<&ChunkRecord> = rows.iter().collect();
+        order.sort_by_key(|r| (r.start_line, r.end_line));
+        let misses = order
+            .iter()
+            .filter(|r| !embedded(&r.content_hash, &self.pending))
+            .count();
+        job.hits = (rows.len() - misses) as u32;
+        m.cache_hits
+            .fetch_add(u64::from(job.hits), Ordering::Relaxed);
+        for r in &order {
+            if let Some(f) = self.in_flight.get(&r.content_hash)
+                && !inner.cache.contains(&r.content_hash)
+            {
+                job.deps.push(f.clone());
+            }
+        }
+        if misses > 0 {
+            let max_doc = inner.embedder.max_document_tokens();
+            let mut doc_tokens = 0u64;
+            let mut doc_len = 0usize;
+            for r in order {
+                let h = r.content_hash;
+                let context = embedded(&h, &self.pending);
+                let mut text = r.indexed_text();
+                if fit(&mut text, limits.max_input_tokens, |t| {
+                    inner.embedder.count_tokens(t)
+                }) && !context
+                {
+                    m.truncated.fetch_add(1, Ordering::Relaxed);
+                }
+                let t = inner.embedder.count_tokens(&text);
+                // A file longer than one document goes as several, in order.
+                if doc_len > 0 && doc_tokens + t > max_doc {
+                    self.pending.documents.push(doc_len);
+                    (doc_len, doc_tokens) = (0, 0);
+                }
+                let p = &mut self.pending;
+                if !context {
+                    p.index.insert(h, p.texts.len());
+                    job.own.push(p.texts.len());
+                    m.cache_misses.fetch_add(1, Ordering::Relaxed);
+                }
+                p.hashes.push(h);
+                p.tokens.push(t);
+                p.texts.push(text);
+                p.context.push(context);
+                doc_len += 1;
+                doc_tokens += t;
+            }
+            self.pending.documents.push(doc_len);
+        }
+        self.pending.jobs.push(job);
+        self.pending
+            .since
+            .get_or_insert_with(tokio::time::Instant::now);
+    }
+
     /// Starts a flush of everything pending.
     fn flush(&mut self) {
         let p = std::mem::take(&mut self.pending);
         if p.jobs.is_empty() {
             return;
         }
-        let hashes = p.hashes.clone();
+        // The hashes this flush embeds (not those it sends as context only).
+        let hashes: Vec<ContentHash> = p
+            .hashes
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| !p.context.get(*i).copied().unwrap_or(false))
+            .map(|(_, h)| *h)
+            .collect();
         let inner = self.inner.clone();
         let task = tokio::spawn(async move { inner.flush(p).await });
         let shared: Flushed = async move {
@@ -846,13 +929,35 @@ impl Inner {
         let space = self.embedder.space().clone();
         let mut outcomes: Vec<Option<Outcome>> = vec![None; p.texts.len()];
         let limits = self.embedder.limits();
-        for range in batches(&p.tokens, limits) {
-            let (out, billed) = embed_isolating(
-                self.embedder.as_ref(),
-                &p.texts[range.clone()],
-                InputType::Document,
-            )
-            .await?;
+        // Flat inputs, or (contextual) whole documents in each request.
+        let requests: Vec<(std::ops::Range<usize>, Vec<usize>)> = if p.documents.is_empty() {
+            batches(&p.tokens, limits)
+                .into_iter()
+                .map(|r| {
+                    let n = r.len();
+                    (r, vec![n])
+                })
+                .collect()
+        } else {
+            document_batches(&p.tokens, &p.documents, limits)
+        };
+        for (range, documents) in requests {
+            let (out, billed) = if p.documents.is_empty() {
+                embed_isolating(
+                    self.embedder.as_ref(),
+                    &p.texts[range.clone()],
+                    InputType::Document,
+                )
+                .await?
+            } else {
+                embed_isolating_documents(
+                    self.embedder.as_ref(),
+                    &p.texts[range.clone()],
+                    &documents,
+                    InputType::Document,
+                )
+                .await?
+            };
             self.metrics.requests.fetch_add(1, Ordering::Relaxed);
             self.metrics
                 .tokens_sent
@@ -867,6 +972,10 @@ impl Inner {
         let mut rows = Vec::new();
         let mut refused = Vec::new();
         for (i, o) in outcomes.into_iter().enumerate() {
+            if p.context.get(i).copied().unwrap_or(false) {
+                // Sent for its neighbours' sake: its own vector is already stored.
+                continue;
+            }
             match o.expect("every input has an outcome") {
                 Ok(v) => rows.push(record(&space, p.hashes[i], v, p.tokens[i])),
                 Err(why) => refused.push((i, why)),

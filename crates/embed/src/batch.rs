@@ -106,6 +106,13 @@ impl VoyageBatches {
                 "no Voyage API key: set VOYAGE_API_KEY (the Batch API is Voyage's)".into(),
             ));
         }
+        if voyage.model.starts_with("voyage-context") {
+            return Err(EmbedError::Config(format!(
+                "the Batch API path sends each chunk alone, which would drop what {} is for \
+                 (a chunk embedded with its file): embed without --batch",
+                voyage.model
+            )));
+        }
         if cfg.max_inputs == 0 || cfg.max_file_bytes == 0 || cfg.poll.is_zero() {
             return Err(EmbedError::Config(
                 "embed.batch_max_inputs, embed.batch_max_file_bytes and embed.batch_poll_ms \

@@ -115,8 +115,36 @@ pub trait Embedder: Send + Sync {
         Counters::default()
     }
 
-    /// Embeds `inputs` (each within [`Limits`]); one vector per input, in order.
+    /// Embeds `inputs` (each within [`Limits`]); one vector per input, in order. A contextual
+    /// model embeds each input as a document of its own.
     async fn embed(&self, inputs: &[String], kind: InputType) -> Result<Embedded, EmbedError>;
+
+    /// Whether a chunk's vector depends on the other chunks of its document (contextualized
+    /// chunk embeddings): the embed worker then sends a file's chunks together, in order,
+    /// through [`Embedder::embed_documents`].
+    fn contextual(&self) -> bool {
+        false
+    }
+
+    /// The most tokens one document may hold in [`Embedder::embed_documents`] (a longer
+    /// file is sent as consecutive documents of at most this).
+    fn max_document_tokens(&self) -> u64 {
+        u64::MAX
+    }
+
+    /// Embeds `inputs` as consecutive documents of `documents[i]` chunks each (in document
+    /// order; the sizes sum to `inputs.len()`): one vector per input, in order. A contextual
+    /// model encodes each chunk with the other chunks of its document; any other embeds them
+    /// as [`Embedder::embed`] does.
+    async fn embed_documents(
+        &self,
+        inputs: &[String],
+        documents: &[usize],
+        kind: InputType,
+    ) -> Result<Embedded, EmbedError> {
+        debug_assert_eq!(documents.iter().sum::<usize>(), inputs.len());
+        self.embed(inputs, kind).await
+    }
 }
 
 /// Bytes / 3, rounded up, plus one: code tokenises at 3.5–4.5 bytes a token with the
@@ -168,6 +196,37 @@ pub fn batches(tokens: &[u64], limits: Limits) -> Vec<std::ops::Range<usize>> {
     out
 }
 
+/// Groups documents (given by their chunks' token counts, `documents[i]` chunks each) into
+/// batches within `limits`, in order, never splitting a document: returns each batch's
+/// range of inputs and its documents' sizes. A document larger than a batch's limits is a
+/// batch of its own (the caller cuts documents to [`Embedder::max_document_tokens`]).
+pub fn document_batches(
+    tokens: &[u64],
+    documents: &[usize],
+    limits: Limits,
+) -> Vec<(std::ops::Range<usize>, Vec<usize>)> {
+    let mut out: Vec<(std::ops::Range<usize>, Vec<usize>)> = Vec::new();
+    let (mut start, mut at, mut sum) = (0usize, 0usize, 0u64);
+    let mut sizes: Vec<usize> = Vec::new();
+    for &n in documents {
+        let t: u64 = tokens[at..at + n].iter().sum();
+        let full = !sizes.is_empty()
+            && (at + n - start > limits.max_inputs || sum + t > limits.max_tokens);
+        if full {
+            out.push((start..at, std::mem::take(&mut sizes)));
+            start = at;
+            sum = 0;
+        }
+        sizes.push(n);
+        sum += t;
+        at += n;
+    }
+    if !sizes.is_empty() {
+        out.push((start..at, sizes));
+    }
+    out
+}
+
 /// The outcome for one input of [`embed_isolating`].
 pub type Outcome = Result<Vector, String>;
 
@@ -181,15 +240,32 @@ pub async fn embed_isolating(
     inputs: &[String],
     kind: InputType,
 ) -> Result<(Vec<Outcome>, u64), EmbedError> {
+    embed_isolating_documents(embedder, inputs, &[inputs.len()], kind).await
+}
+
+/// [`embed_isolating`] for inputs that are consecutive documents (`documents[i]` chunks each,
+/// [`Embedder::embed_documents`]): a refused call is split between documents first, and a
+/// refused document into halves (each half then a document of its own), down to the input
+/// at fault.
+pub async fn embed_isolating_documents(
+    embedder: &dyn Embedder,
+    inputs: &[String],
+    documents: &[usize],
+    kind: InputType,
+) -> Result<(Vec<Outcome>, u64), EmbedError> {
     let mut outcomes: Vec<Option<Outcome>> = vec![None; inputs.len()];
     let mut billed = 0;
-    let mut todo: Vec<std::ops::Range<usize>> = Vec::new();
-    todo.push(0..inputs.len());
-    while let Some(range) = todo.pop() {
-        if range.is_empty() {
+    let mut todo: Vec<(usize, Vec<usize>)> = vec![(0, documents.to_vec())];
+    while let Some((start, docs)) = todo.pop() {
+        let len: usize = docs.iter().sum();
+        if len == 0 {
             continue;
         }
-        match embedder.embed(&inputs[range.clone()], kind).await {
+        let range = start..start + len;
+        match embedder
+            .embed_documents(&inputs[range.clone()], &docs, kind)
+            .await
+        {
             Ok(done) => {
                 if done.vectors.len() != range.len() {
                     return Err(EmbedError::BadRequest(format!(
@@ -203,14 +279,20 @@ pub async fn embed_isolating(
                     *slot = Some(Ok(v));
                 }
             }
-            Err(EmbedError::BadRequest(why)) if range.len() == 1 => {
-                outcomes[range.start] = Some(Err(why));
+            Err(EmbedError::BadRequest(why)) if len == 1 => {
+                outcomes[start] = Some(Err(why));
             }
             Err(EmbedError::BadRequest(why)) => {
-                tracing::debug!(inputs = range.len(), %why, "bad request: splitting the batch");
-                let mid = range.start + range.len() / 2;
-                todo.push(mid..range.end);
-                todo.push(range.start..mid);
+                tracing::debug!(inputs = len, %why, "bad request: splitting the batch");
+                let (first, second): (Vec<usize>, Vec<usize>) = if docs.len() > 1 {
+                    let mid = docs.len() / 2;
+                    (docs[..mid].to_vec(), docs[mid..].to_vec())
+                } else {
+                    (vec![len / 2], vec![len - len / 2])
+                };
+                let at = start + first.iter().sum::<usize>();
+                todo.push((at, second));
+                todo.push((start, first));
             }
             Err(e) => return Err(e),
         }
@@ -392,6 +474,28 @@ mod tests {
         let b = batches(&[4, 4, 4, 1, 1, 1, 1, 10, 10], limits);
         assert_eq!(b, [0..2, 2..5, 5..7, 7..8, 8..9]);
         assert!(batches(&[], limits).is_empty());
+    }
+
+    #[test]
+    fn document_batches_never_split_a_document() {
+        let limits = Limits {
+            max_inputs: 4,
+            max_tokens: 10,
+            max_input_tokens: 10,
+        };
+        // Documents of 2, 3, 1 and 2 chunks: the second would be the fifth input of the
+        // first batch, the third its eleventh token.
+        let tokens = [1, 1, 3, 3, 3, 2, 4, 4];
+        let b = document_batches(&tokens, &[2, 3, 1, 2], limits);
+        assert_eq!(
+            b,
+            [(0..2, vec![2]), (2..5, vec![3]), (5..8, vec![1, 2])],
+            "{b:?}"
+        );
+        // A document over the limits is a batch of its own.
+        let b = document_batches(&[8, 8, 1], &[2, 1], limits);
+        assert_eq!(b, [(0..2, vec![2]), (2..3, vec![1])]);
+        assert!(document_batches(&[], &[], limits).is_empty());
     }
 
     #[test]

@@ -7,6 +7,11 @@
 //!   with a `detail` message, as the real API answers.
 //! - Rate limits: a sliding 60-second window (configurable for tests) of accepted requests and tokens; a request that
 //!   would exceed either gets 429 with `Retry-After` (whole seconds until it would fit).
+//! - `POST /v1/contextualizedembeddings` with `voyage-context-3`: `inputs` is a list of
+//!   documents, each a list of chunks; at most 1,000 documents and 16,000 chunks, 32K tokens
+//!   a document and 120K a request, else 400. Each chunk's vector is [`fake_context_vector`]:
+//!   its own text's, pulled towards its document's, so a test can tell that the context was
+//!   sent. The answer has one entry per document, each with its chunks' vectors.
 //! - `POST /v1/rerank` likewise, with the reranker's limits and [`fake_relevance`] as its
 //!   relevance; it shares the key check, the faults and the rate window.
 //! - Faults, drawn per request from a seeded generator: 429 without `Retry-After`, 500/502/503,
@@ -171,6 +176,22 @@ pub fn fake_vector(text: &str, dims: u32, dtype: Dtype) -> Vector {
     quantize(&v, dtype)
 }
 
+/// The vector the fake's contextualized endpoint returns for chunk `i` of `document`: its own
+/// text's vector plus half its whole document's, normalised (a document of one chunk gets
+/// [`fake_vector`]'s).
+pub fn fake_context_vector(document: &[String], i: usize, dims: u32, dtype: Dtype) -> Vector {
+    let hash = HashEmbedder::new(dims).expect("dims > 0");
+    let mut v = hash.vector(&document[i]);
+    if document.len() > 1 {
+        let whole = hash.vector(&document.concat());
+        for (x, w) in v.iter_mut().zip(whole) {
+            *x += 0.5 * w;
+        }
+        crate::embedder::normalize(&mut v);
+    }
+    quantize(&v, dtype)
+}
+
 impl FakeVoyage {
     /// Starts a fake on a free loopback port.
     pub async fn start(cfg: FakeConfig) -> std::io::Result<Self> {
@@ -189,6 +210,10 @@ impl FakeVoyage {
         }));
         let app = axum::Router::new()
             .route("/v1/embeddings", axum::routing::post(handle))
+            .route(
+                "/v1/contextualizedembeddings",
+                axum::routing::post(handle_contextual),
+            )
             .route("/v1/rerank", axum::routing::post(rerank))
             .route("/v1/files", axum::routing::post(upload))
             .route("/v1/files/{id}/content", axum::routing::get(file_content))
@@ -467,6 +492,30 @@ async fn handle(
     headers: HeaderMap,
     body: axum::body::Bytes,
 ) -> Response {
+    serve(inner, headers, body, Endpoint::Embeddings).await
+}
+
+async fn handle_contextual(
+    State(inner): State<Shared>,
+    headers: HeaderMap,
+    body: axum::body::Bytes,
+) -> Response {
+    serve(inner, headers, body, Endpoint::Contextualized).await
+}
+
+/// Which embeddings endpoint a request came to.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Endpoint {
+    Embeddings,
+    Contextualized,
+}
+
+async fn serve(
+    inner: Shared,
+    headers: HeaderMap,
+    body: axum::body::Bytes,
+    endpoint: Endpoint,
+) -> Response {
     let lock = || lock(&inner);
     // Faults first: a real overloaded server fails before reading the request.
     let fault = match fault(&inner).await {
@@ -484,13 +533,18 @@ async fn handle(
             return detail(StatusCode::BAD_REQUEST, format!("invalid JSON body: {e}"));
         }
     };
+    let checked = match endpoint {
+        Endpoint::Embeddings => check(&cfg, &req),
+        Endpoint::Contextualized => check_contextual(&cfg, &req),
+    };
     let Request {
         inputs,
+        documents,
         input_type,
         dims,
         dtype,
         total,
-    } = match check(&cfg, &req) {
+    } = match checked {
         Ok(r) => r,
         Err(msg) => {
             bump(&mut lock().stats, "400");
@@ -516,7 +570,11 @@ async fn handle(
         }
     }
 
-    let json = serde_json::to_vec(&answer(&inputs, dims, dtype, total)).expect("serialisable");
+    let body = match &documents {
+        None => answer(&inputs, dims, dtype, total),
+        Some(sizes) => answer_contextual(&inputs, sizes, dims, dtype, total),
+    };
+    let json = serde_json::to_vec(&body).expect("serialisable");
 
     if matches!(fault, Fault::Drop) {
         bump(&mut lock().stats, "dropped");
@@ -542,7 +600,10 @@ async fn handle(
 
 /// An embeddings request the fake accepts.
 struct Request {
+    /// Every input; for the contextualized endpoint, every document's chunks in order.
     inputs: Vec<String>,
+    /// The contextualized endpoint's documents: their sizes.
+    documents: Option<Vec<usize>>,
     input_type: String,
     dims: u32,
     dtype: Dtype,
@@ -598,6 +659,80 @@ fn check(cfg: &FakeConfig, req: &serde_json::Value) -> Result<Request, String> {
     }
     Ok(Request {
         inputs,
+        documents: None,
+        input_type,
+        dims,
+        dtype,
+        total,
+    })
+}
+
+/// Checks a contextualized embeddings request as the real API does.
+fn check_contextual(cfg: &FakeConfig, req: &serde_json::Value) -> Result<Request, String> {
+    const MAX_DOCUMENTS: usize = 1000;
+    const MAX_CHUNKS: usize = 16_000;
+    let shape = "inputs must be a list of lists of strings";
+    let lists = req["inputs"].as_array().ok_or(shape)?;
+    let mut documents = Vec::with_capacity(lists.len());
+    let mut inputs = Vec::new();
+    for list in lists {
+        let chunks = list.as_array().ok_or(shape)?;
+        if chunks.is_empty() {
+            return Err("a document must hold at least one chunk".into());
+        }
+        for c in chunks {
+            inputs.push(c.as_str().ok_or(shape)?.to_owned());
+        }
+        documents.push(chunks.len());
+    }
+    let model = req["model"].as_str().unwrap_or_default();
+    if model != "voyage-context-3" {
+        return Err(format!(
+            "Model {model} is not supported for contextualized embeddings."
+        ));
+    }
+    let mut params = req.clone();
+    params["model"] = serde_json::json!("voyage-code-3");
+    let (input_type, dims, dtype) = check_params(&params)?;
+    if documents.is_empty() {
+        return Err("inputs must not be empty".into());
+    }
+    if documents.len() > MAX_DOCUMENTS || inputs.len() > MAX_CHUNKS {
+        return Err(format!(
+            "At most {MAX_DOCUMENTS} documents and {MAX_CHUNKS} chunks per request; this one has \
+             {} documents and {} chunks.",
+            documents.len(),
+            inputs.len()
+        ));
+    }
+    let mut total = 0;
+    let mut at = 0;
+    for (d, &n) in documents.iter().enumerate() {
+        let doc = &inputs[at..at + n];
+        let tokens: u64 = doc.iter().map(|t| fake_tokens(t)).sum();
+        if tokens > cfg.context_tokens {
+            return Err(format!(
+                "Document {d} has {tokens} tokens, over the context length {}.",
+                cfg.context_tokens
+            ));
+        }
+        if let Some(p) = &cfg.poison
+            && doc.iter().any(|t| t.contains(p.as_str()))
+        {
+            return Err(format!("Document {d} contains invalid content."));
+        }
+        total += tokens;
+        at += n;
+    }
+    if total > cfg.max_request_tokens {
+        return Err(format!(
+            "The max allowed tokens per request is {}. Your request has {total} tokens.",
+            cfg.max_request_tokens
+        ));
+    }
+    Ok(Request {
+        inputs,
+        documents: Some(documents),
         input_type,
         dims,
         dtype,
@@ -631,6 +766,51 @@ fn check_params(req: &serde_json::Value) -> Result<(String, u32, Dtype), String>
     Ok((input_type, dims, dtype))
 }
 
+/// A vector as the API writes it: floats, or the bytes as signed or unsigned integers.
+fn vector_json(v: Vector, dtype: Dtype) -> serde_json::Value {
+    match v {
+        Vector::Float(f) => serde_json::json!(f),
+        Vector::Bytes(b) => match dtype {
+            Dtype::Int8 | Dtype::Binary => {
+                serde_json::json!(b.iter().map(|x| *x as i8).collect::<Vec<_>>())
+            }
+            _ => serde_json::json!(b),
+        },
+    }
+}
+
+/// The contextualized answer: one entry per document (in reverse order), each with its
+/// chunks' vectors (in reverse order too: match by index, not by position).
+fn answer_contextual(
+    inputs: &[String],
+    documents: &[usize],
+    dims: u32,
+    dtype: Dtype,
+    total: u64,
+) -> serde_json::Value {
+    let mut data = Vec::with_capacity(documents.len());
+    let mut at = 0;
+    for (d, &n) in documents.iter().enumerate() {
+        let doc = &inputs[at..at + n];
+        let chunks: Vec<serde_json::Value> = (0..n)
+            .map(|i| {
+                let embedding = vector_json(fake_context_vector(doc, i, dims, dtype), dtype);
+                serde_json::json!({"object": "embedding", "embedding": embedding, "index": i})
+            })
+            .rev()
+            .collect();
+        data.push(serde_json::json!({"object": "list", "data": chunks, "index": d}));
+        at += n;
+    }
+    data.reverse();
+    serde_json::json!({
+        "object": "list",
+        "data": data,
+        "model": "voyage-context-3",
+        "usage": {"total_tokens": total},
+    })
+}
+
 /// The embeddings answer for `inputs`: their vectors, in reverse order (match by index, not by
 /// position).
 fn answer(inputs: &[String], dims: u32, dtype: Dtype, total: u64) -> serde_json::Value {
@@ -638,15 +818,7 @@ fn answer(inputs: &[String], dims: u32, dtype: Dtype, total: u64) -> serde_json:
         .iter()
         .enumerate()
         .map(|(i, t)| {
-            let embedding = match fake_vector(t, dims, dtype) {
-                Vector::Float(f) => serde_json::json!(f),
-                Vector::Bytes(b) => match dtype {
-                    Dtype::Int8 | Dtype::Binary => {
-                        serde_json::json!(b.iter().map(|x| *x as i8).collect::<Vec<_>>())
-                    }
-                    _ => serde_json::json!(b),
-                },
-            };
+            let embedding = vector_json(fake_vector(t, dims, dtype), dtype);
             serde_json::json!({"object": "embedding", "embedding": embedding, "index": i})
         })
         .rev()

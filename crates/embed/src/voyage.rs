@@ -12,6 +12,12 @@
 //! scaled by the ratio the provider has actually billed so far (`usage.total_tokens` over the
 //! estimate, clamped to [0.25, 1]), so an overcounting estimate does not leave the budget idle.
 //!
+//! Contextualized chunk embeddings. A `voyage-context-*` model is sent to
+//! `/v1/contextualizedembeddings`: each document's chunks as one inner list, in order, so that
+//! every chunk's vector is encoded with its file around it ([`Embedder::embed_documents`]);
+//! a query, or an input given alone, is a list of one. Same limiters, retries and decoding
+//! as the embeddings endpoint; a different vector space.
+//!
 //! Retries and the request limiter are the shared client's ([`crate::client`]); a retried
 //! request is not charged to the token limiter again (the provider did not count the rejected
 //! one). A 400 is returned as [`EmbedError::BadRequest`] for
@@ -123,10 +129,12 @@ impl VoyageEmbedder {
                 "no Voyage API key: set VOYAGE_API_KEY, or use --embedder local".into(),
             ));
         }
-        if !matches!(cfg.dims, 256 | 512 | 1024 | 2048) && cfg.model == "voyage-code-3" {
+        if !matches!(cfg.dims, 256 | 512 | 1024 | 2048)
+            && matches!(cfg.model.as_str(), "voyage-code-3" | "voyage-context-3")
+        {
             return Err(EmbedError::Config(format!(
-                "voyage-code-3 offers 256, 512, 1024 or 2048 dimensions, not {}",
-                cfg.dims
+                "{} offers 256, 512, 1024 or 2048 dimensions, not {}",
+                cfg.model, cfg.dims
             )));
         }
         if cfg.rpm == 0 || cfg.tpm == 0 || cfg.max_batch_inputs == 0 || cfg.max_batch_tokens == 0 {
@@ -179,13 +187,127 @@ impl VoyageEmbedder {
         ((estimate as f64 * ratio).ceil() as u64).max(1)
     }
 
-    fn decode(&self, body: &[u8], n: usize) -> Result<(Vec<Vector>, u64), EmbedError> {
-        let bad = |why: String| EmbedError::Exhausted {
-            attempts: 1,
-            last: format!("malformed response from the provider: {why}"),
-        };
-        let r: EmbeddingsResponse = serde_json::from_slice(body).map_err(|e| bad(e.to_string()))?;
-        r.decode(&self.space, n).map_err(bad)
+    /// Whether the model embeds chunks in their document's context (`voyage-context-*`).
+    fn is_contextual(&self) -> bool {
+        self.cfg.model.starts_with("voyage-context")
+    }
+
+    /// Sends `body` (of ~`estimate` tokens) to `endpoint` under the limiters; the answer's
+    /// bytes.
+    async fn send(
+        &self,
+        endpoint: &str,
+        body: &serde_json::Value,
+        estimate: u64,
+    ) -> Result<bytes::Bytes, EmbedError> {
+        let _permit = self.in_flight.acquire().await.expect("never closed");
+        let charge = self.charge(estimate);
+        if let Ok(n) = NonZeroU32::try_from(charge.min(u64::from(u32::MAX)) as u32)
+            && self.tokens.until_n_ready(n).await.is_err()
+        {
+            // Larger than the burst: only possible for a caller that ignored `limits()`.
+            return Err(EmbedError::BadRequest(format!(
+                "a request of ~{estimate} tokens exceeds the per-request limit of {}",
+                self.limits.max_tokens
+            )));
+        }
+        Ok(self.client.post(endpoint, body).await?)
+    }
+
+    /// Counts what the provider billed against the estimate.
+    fn billed(&self, estimate: u64, billed: u64) {
+        self.estimated.fetch_add(estimate, Ordering::Relaxed);
+        self.billed.fetch_add(billed, Ordering::Relaxed);
+    }
+
+    /// `inputs` as documents of `documents[i]` chunks each, through the contextualized
+    /// chunk embeddings endpoint.
+    async fn contextualized(
+        &self,
+        inputs: &[String],
+        documents: &[usize],
+        kind: InputType,
+    ) -> Result<Embedded, EmbedError> {
+        let mut lists: Vec<&[String]> = Vec::with_capacity(documents.len());
+        let mut at = 0;
+        for &n in documents {
+            lists.push(&inputs[at..at + n]);
+            at += n;
+        }
+        if at != inputs.len() {
+            return Err(EmbedError::BadRequest(format!(
+                "documents of {at} chunks for {} inputs",
+                inputs.len()
+            )));
+        }
+        let estimate: u64 = inputs.iter().map(|t| estimate_tokens(t)).sum();
+        let body = serde_json::json!({
+            "inputs": lists,
+            "model": self.cfg.model,
+            "input_type": kind.as_str(),
+            "output_dimension": self.cfg.dims,
+            "output_dtype": self.cfg.dtype.as_str(),
+        });
+        let bytes = self
+            .send("contextualizedembeddings", &body, estimate)
+            .await?;
+        let r: ContextualResponse = serde_json::from_slice(&bytes).map_err(|e| malformed(&e))?;
+        let (vectors, billed) = r
+            .decode(&self.space, documents)
+            .map_err(|e| malformed(&e))?;
+        self.billed(estimate, billed);
+        Ok(Embedded {
+            vectors,
+            tokens: billed,
+        })
+    }
+}
+
+/// A malformed answer: retrying the same request will not mend it.
+fn malformed(why: &dyn std::fmt::Display) -> EmbedError {
+    EmbedError::Exhausted {
+        attempts: 1,
+        last: format!("malformed response from the provider: {why}"),
+    }
+}
+
+/// The body of a contextualized embeddings answer: one entry per document (`index`: the
+/// inner list's position), each with its chunks' vectors (their own `index`).
+#[derive(Debug, Deserialize)]
+struct ContextualResponse {
+    data: Vec<ContextualDocument>,
+    usage: Usage,
+}
+
+#[derive(Debug, Deserialize)]
+struct ContextualDocument {
+    index: usize,
+    data: Vec<EmbeddingItem>,
+}
+
+impl ContextualResponse {
+    /// One vector per chunk of `documents` (their sizes), in input order; and the tokens
+    /// billed.
+    fn decode(self, space: &Space, documents: &[usize]) -> Result<(Vec<Vector>, u64), String> {
+        let mut per: Vec<Option<Vec<Vector>>> = vec![None; documents.len()];
+        for doc in self.data {
+            let n = *documents
+                .get(doc.index)
+                .ok_or_else(|| format!("document index {} out of range", doc.index))?;
+            let vectors = decode_items(doc.data, space, n)?;
+            match per.get_mut(doc.index) {
+                Some(slot @ None) => *slot = Some(vectors),
+                _ => return Err(format!("document index {} repeated", doc.index)),
+            }
+        }
+        let vectors = per
+            .into_iter()
+            .collect::<Option<Vec<_>>>()
+            .ok_or_else(|| "some documents have no vectors".to_owned())?
+            .into_iter()
+            .flatten()
+            .collect();
+        Ok((vectors, self.usage.total_tokens))
     }
 }
 
@@ -211,38 +333,42 @@ impl EmbeddingsResponse {
     /// One vector per input of `n`, in input order (matched by `index`), in `space`; and the
     /// tokens billed. The error says what is wrong with the answer.
     pub(crate) fn decode(self, space: &Space, n: usize) -> Result<(Vec<Vector>, u64), String> {
-        let want = match space.dtype {
-            Dtype::Binary | Dtype::Ubinary => space.dims.div_ceil(8) as usize,
-            _ => space.dims as usize,
-        };
-        let mut out: Vec<Option<Vector>> = vec![None; n];
-        for item in self.data {
-            if item.embedding.len() != want {
-                return Err(format!(
-                    "a vector of {} values where {want} were asked for",
-                    item.embedding.len()
-                ));
-            }
-            let v = match space.dtype {
-                Dtype::Float => Vector::Float(item.embedding.iter().map(|x| *x as f32).collect()),
-                Dtype::Int8 | Dtype::Binary => {
-                    Vector::Bytes(item.embedding.iter().map(|x| (*x as i8) as u8).collect())
-                }
-                Dtype::Uint8 | Dtype::Ubinary => {
-                    Vector::Bytes(item.embedding.iter().map(|x| *x as u8).collect())
-                }
-            };
-            match out.get_mut(item.index) {
-                Some(slot @ None) => *slot = Some(v),
-                _ => return Err(format!("index {} out of range or repeated", item.index)),
-            }
-        }
-        let vectors = out
-            .into_iter()
-            .collect::<Option<Vec<_>>>()
-            .ok_or_else(|| "some inputs have no vector".to_owned())?;
-        Ok((vectors, self.usage.total_tokens))
+        Ok((decode_items(self.data, space, n)?, self.usage.total_tokens))
     }
+}
+
+/// One vector per input of `n`, in input order (matched by `index`), in `space`; the error
+/// says what is wrong with the answer.
+fn decode_items(items: Vec<EmbeddingItem>, space: &Space, n: usize) -> Result<Vec<Vector>, String> {
+    let want = match space.dtype {
+        Dtype::Binary | Dtype::Ubinary => space.dims.div_ceil(8) as usize,
+        _ => space.dims as usize,
+    };
+    let mut out: Vec<Option<Vector>> = vec![None; n];
+    for item in items {
+        if item.embedding.len() != want {
+            return Err(format!(
+                "a vector of {} values where {want} were asked for",
+                item.embedding.len()
+            ));
+        }
+        let v = match space.dtype {
+            Dtype::Float => Vector::Float(item.embedding.iter().map(|x| *x as f32).collect()),
+            Dtype::Int8 | Dtype::Binary => {
+                Vector::Bytes(item.embedding.iter().map(|x| (*x as i8) as u8).collect())
+            }
+            Dtype::Uint8 | Dtype::Ubinary => {
+                Vector::Bytes(item.embedding.iter().map(|x| *x as u8).collect())
+            }
+        };
+        match out.get_mut(item.index) {
+            Some(slot @ None) => *slot = Some(v),
+            _ => return Err(format!("index {} out of range or repeated", item.index)),
+        }
+    }
+    out.into_iter()
+        .collect::<Option<Vec<_>>>()
+        .ok_or_else(|| "some inputs have no vector".to_owned())
 }
 
 #[async_trait]
@@ -263,12 +389,30 @@ impl Embedder for VoyageEmbedder {
         }
     }
 
+    fn contextual(&self) -> bool {
+        self.is_contextual()
+    }
+
+    fn max_document_tokens(&self) -> u64 {
+        if self.is_contextual() {
+            self.cfg.max_input_tokens
+        } else {
+            u64::MAX
+        }
+    }
+
     async fn embed(&self, inputs: &[String], kind: InputType) -> Result<Embedded, EmbedError> {
         if inputs.is_empty() {
             return Ok(Embedded {
                 vectors: Vec::new(),
                 tokens: 0,
             });
+        }
+        if self.is_contextual() {
+            // Each input a document of its own (a query is a list of one).
+            return self
+                .contextualized(inputs, &vec![1; inputs.len()], kind)
+                .await;
         }
         let estimate: u64 = inputs.iter().map(|t| estimate_tokens(t)).sum();
         let body = serde_json::json!({
@@ -279,25 +423,29 @@ impl Embedder for VoyageEmbedder {
             "output_dimension": self.cfg.dims,
             "output_dtype": self.cfg.dtype.as_str(),
         });
-        let _permit = self.in_flight.acquire().await.expect("never closed");
-        let charge = self.charge(estimate);
-        if let Ok(n) = NonZeroU32::try_from(charge.min(u64::from(u32::MAX)) as u32)
-            && self.tokens.until_n_ready(n).await.is_err()
-        {
-            // Larger than the burst: only possible for a caller that ignored `limits()`.
-            return Err(EmbedError::BadRequest(format!(
-                "a request of ~{estimate} tokens exceeds the per-request limit of {}",
-                self.limits.max_tokens
-            )));
-        }
-        let bytes = self.client.post("embeddings", &body).await?;
-        let (vectors, billed) = self.decode(&bytes, inputs.len())?;
-        self.estimated.fetch_add(estimate, Ordering::Relaxed);
-        self.billed.fetch_add(billed, Ordering::Relaxed);
+        let bytes = self.send("embeddings", &body, estimate).await?;
+        let r: EmbeddingsResponse = serde_json::from_slice(&bytes).map_err(|e| malformed(&e))?;
+        let (vectors, billed) = r
+            .decode(&self.space, inputs.len())
+            .map_err(|e| malformed(&e))?;
+        self.billed(estimate, billed);
         Ok(Embedded {
             vectors,
             tokens: billed,
         })
+    }
+
+    async fn embed_documents(
+        &self,
+        inputs: &[String],
+        documents: &[usize],
+        kind: InputType,
+    ) -> Result<Embedded, EmbedError> {
+        if self.is_contextual() && !inputs.is_empty() {
+            self.contextualized(inputs, documents, kind).await
+        } else {
+            self.embed(inputs, kind).await
+        }
     }
 }
 
@@ -489,5 +637,81 @@ mod tests {
         assert!(c.counters().retries["429"] > 0);
         assert_eq!(s.embedded.len(), 40);
         assert!(s.peak_window_tokens <= 4000 && s.peak_window_requests <= 20);
+    }
+
+    #[tokio::test]
+    async fn a_contextual_model_sends_documents_whole_and_each_vector_sees_its_document() {
+        use crate::embedder::embed_isolating_documents;
+        use crate::fake::fake_context_vector;
+        let fake = FakeVoyage::start(FakeConfig::default()).await.unwrap();
+        let c = client(&fake, |c| c.model = "voyage-context-3".into());
+        assert!(c.contextual());
+        assert_eq!(c.space().key(), "voyage-context-3.256.float");
+        // A query (or an input alone) is a document of one: the suite's contracts hold.
+        suite::run(&c).await;
+        let inputs = texts(5);
+        let out = c
+            .embed_documents(&inputs, &[3, 2], InputType::Document)
+            .await
+            .unwrap();
+        let (a, b) = (&inputs[..3], &inputs[3..]);
+        let want: Vec<Vector> = (0..3)
+            .map(|i| fake_context_vector(a, i, 256, Dtype::Float))
+            .chain((0..2).map(|i| fake_context_vector(b, i, 256, Dtype::Float)))
+            .collect();
+        assert_eq!(
+            out.vectors, want,
+            "each chunk with its own document around it"
+        );
+        assert_ne!(
+            out.vectors[0],
+            fake_vector(&inputs[0], 256, Dtype::Float),
+            "the context changes the vector"
+        );
+        // A poisoned chunk is isolated: its document is split, the rest still embedded.
+        fake.configure(|f| f.poison = Some("respond(1)".into()));
+        let (outcomes, _) = embed_isolating_documents(&c, &inputs, &[3, 2], InputType::Document)
+            .await
+            .unwrap();
+        for (i, o) in outcomes.iter().enumerate() {
+            assert_eq!(o.is_err(), i == 1, "input {i}: {o:?}");
+        }
+        assert_eq!(
+            outcomes[3].as_ref().unwrap(),
+            &want[3],
+            "the other document is whole"
+        );
+        // The embeddings endpoint is not the contextual model's; nor are odd dimensions.
+        let wrong = VoyageEmbedder::new(VoyageConfig {
+            dims: 300,
+            model: "voyage-context-3".into(),
+            ..VoyageConfig::new(&fake.base_url(), "test-key")
+        });
+        assert!(matches!(wrong, Err(EmbedError::Config(m)) if m.contains("voyage-context-3")));
+    }
+
+    #[tokio::test]
+    async fn the_fake_refuses_contextual_requests_the_real_api_refuses() {
+        let fake = FakeVoyage::start(FakeConfig {
+            context_tokens: 100,
+            ..FakeConfig::default()
+        })
+        .await
+        .unwrap();
+        let c = client(&fake, |c| c.model = "voyage-context-3".into());
+        // 3 chunks of ~60 fake tokens: a document of 180, over the 100-token context.
+        let long: Vec<String> = (0..3).map(|i| format!("{i}{}", "x".repeat(240))).collect();
+        let err = c
+            .embed_documents(&long, &[3], InputType::Document)
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(&err, EmbedError::BadRequest(m) if m.contains("context length")),
+            "{err}"
+        );
+        // voyage-code-3 at the contextual endpoint is refused too.
+        let body = serde_json::json!({"inputs": [["a"]], "model": "voyage-code-3"});
+        let bytes = c.client.post("contextualizedembeddings", &body).await;
+        assert!(bytes.is_err());
     }
 }
