@@ -150,19 +150,24 @@ async fn index_all(h: &Harness, repos: &[&SourceRepo], embed: bool) {
     .await
     .unwrap();
     if embed {
-        EmbedWorker::new(
-            h.store.clone(),
-            Some(h.bus.clone()),
-            Arc::new(HashEmbedder::new(32).unwrap()),
-            Options {
-                linger: Duration::from_millis(20),
-                ..Options::default()
-            },
-        )
-        .run(Until::Idle(Duration::from_millis(400)))
-        .await
-        .unwrap();
+        embed_all(h, Duration::from_millis(400)).await;
     }
+}
+
+/// Embeds every chunk waiting on the bus with the hash embedder, until idle for `idle`.
+async fn embed_all(h: &Harness, idle: Duration) {
+    EmbedWorker::new(
+        h.store.clone(),
+        Some(h.bus.clone()),
+        Arc::new(HashEmbedder::new(32).unwrap()),
+        Options {
+            linger: Duration::from_millis(20),
+            ..Options::default()
+        },
+    )
+    .run(Until::Idle(idle))
+    .await
+    .unwrap();
 }
 
 #[tokio::test]
@@ -606,4 +611,72 @@ fn walk(dir: &std::path::Path) -> Vec<String> {
         }
     }
     out
+}
+
+/// Counts how `wait` looked at the store.
+#[derive(Default)]
+struct Looks {
+    progress: std::sync::atomic::AtomicUsize,
+    rechecked: std::sync::atomic::AtomicUsize,
+}
+
+impl trawl_compactor::run::WaitObserver for Looks {
+    fn progress(&self, _: &trawl_compactor::live::Completion) {
+        self.progress
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    }
+    fn vectors_rechecked(&self) {
+        self.rechecked
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    }
+}
+
+/// A first night with a slow embedder: the whole live set is read once, then each look
+/// reads only the new embedding parts, and when the last vector arrives the set is read
+/// again, complete, for the build.
+#[tokio::test]
+async fn waiting_for_vectors_reads_the_new_embedding_parts_not_the_whole_live_set() {
+    use trawl_compactor::run::{WaitOptions, Waited, wait};
+    let h = Harness::new().with_inproc_bus();
+    let src = SourceRepo::new();
+    src.commit(
+        &[
+            ("a.py", file("def alpha():\n    return 1\n")),
+            ("b.py", file("def beta():\n    return alpha()\n")),
+        ],
+        false,
+    );
+    index(&h, &src, false).await;
+    let opts = WaitOptions {
+        chunker_version: trawl_chunk_worker::part_version(trawl_chunker::Strategy::Ast),
+        deadline: Duration::from_secs(60),
+        poll: Duration::from_millis(100),
+        full: false,
+        spill_memory: 1 << 20,
+    };
+    let looks = Looks::default();
+    let embed = async {
+        // Vectors arrive while the compactor waits.
+        tokio::time::sleep(Duration::from_millis(700)).await;
+        embed_all(&h, Duration::from_millis(300)).await;
+    };
+    let space = space();
+    let (waited, ()) = tokio::join!(wait(&h.store, Some(&space), &opts, &looks), embed);
+    let Waited::Ready(c, Some(set)) = waited.unwrap() else {
+        panic!("the run is ready")
+    };
+    assert!(c.is_complete(), "{:?}", c.stragglers);
+    assert_eq!(c.chunks, c.chunks_embedded);
+    assert!(c.chunks >= 2);
+    let rechecked = looks.rechecked.load(std::sync::atomic::Ordering::Relaxed);
+    let progress = looks.progress.load(std::sync::atomic::Ordering::Relaxed);
+    assert!(rechecked >= 2, "{rechecked} cheap looks of {progress}");
+    assert_eq!(
+        progress - rechecked,
+        2,
+        "the whole set read twice: first, and with every vector in"
+    );
+    // The set handed to the build has every vector.
+    let spilled = set.spilled.expect("the whole set, through local files");
+    assert_eq!(spilled.repos, 1);
 }

@@ -252,7 +252,7 @@ async fn once(
     let space = space(cfg, args.embedder);
     let (set, waited) = if args.wait {
         let (c, set) = match wait(cfg, store, space.as_ref(), args, totals).await? {
-            Waited::Ready(c, set) => (c, set),
+            Waited::Ready(c, set) => (c, set.map(|s| *s)),
             Waited::NoRun { since } => {
                 match since {
                     Some(g) => eprintln!(

@@ -17,7 +17,7 @@ use datafusion::datasource::listing::{
 };
 use datafusion::prelude::SessionContext;
 use serde::Deserialize;
-use trawl_core::ids::{ChunkId, CommitId, RepoId, RunId};
+use trawl_core::ids::{ChunkId, CommitId, ContentHash, RepoId, RunId};
 use trawl_core::kind::ChunkKind;
 use trawl_core::records::{
     ChunkRecord, CommitRecord, EmbeddingRecord, ManifestRow, RepoList, RepoState, RunHead, Stage,
@@ -670,12 +670,66 @@ pub struct Completion {
     pub chunks_embedded: u64,
     /// Sorted; one entry per file.
     pub stragglers: Vec<Straggler>,
+    /// When the whole live set was read and only vectors are missing: what they wait for,
+    /// so that the next look checks the new embedding parts instead of reading the live set
+    /// again ([`Completion::recheck`]).
+    #[serde(skip)]
+    pub waiting: Option<Box<WaitingVectors>>,
+}
+
+/// The chunks of a whole-set completion check still waiting for their vectors.
+#[derive(Clone, Debug, Default)]
+pub struct WaitingVectors {
+    /// The repositories' fingerprints when the set was read: a change means other inputs
+    /// (a new fetch run, new chunk parts), and the set is read again.
+    fingerprints: std::collections::BTreeMap<RepoId, String>,
+    /// The embedding parts of the space already looked at.
+    parts: std::collections::HashSet<String>,
+    /// Each straggler's content hashes still without a vector.
+    hashes: std::collections::BTreeMap<Straggler, std::collections::HashSet<ContentHash>>,
 }
 
 impl Completion {
     /// Nothing left to wait for.
     pub fn is_complete(&self) -> bool {
         self.stragglers.is_empty()
+    }
+
+    /// Looks again at a check that read the whole live set and found only vectors missing,
+    /// reading only the embedding parts written since (and the repositories' fingerprints):
+    /// `Ok(true)` with the counts brought up to date while that holds, `Ok(false)` when the
+    /// whole check must run again (the inputs changed, every vector arrived — the build then
+    /// needs the set with them — or there was nothing to look at).
+    pub async fn recheck(
+        &mut self,
+        store: &Store,
+        space: Option<&Space>,
+    ) -> Result<bool, CompactError> {
+        let (Some(w), Some(space)) = (self.waiting.as_mut(), space) else {
+            return Ok(false);
+        };
+        if repo_fingerprints(store, Some(space)).await? != w.fingerprints {
+            return Ok(false);
+        }
+        let mut arrived: std::collections::HashSet<ContentHash> = std::collections::HashSet::new();
+        for key in store.list(&keys::embedding_space(&space.key())).await? {
+            if !key.ends_with(".parquet") || w.parts.contains(&key) {
+                continue;
+            }
+            if let Some(bytes) = store.get(&key).await? {
+                let rows: Vec<EmbeddingRecord> = trawl_core::records::from_parquet(bytes)?;
+                arrived.extend(rows.into_iter().map(|r| r.content_hash));
+            }
+            w.parts.insert(key);
+        }
+        for hashes in w.hashes.values_mut() {
+            let before = hashes.len();
+            hashes.retain(|h| !arrived.contains(h));
+            self.chunks_embedded += (before - hashes.len()) as u64;
+        }
+        w.hashes.retain(|_, hashes| !hashes.is_empty());
+        self.stragglers = w.hashes.keys().cloned().collect();
+        Ok(!w.hashes.is_empty())
     }
 }
 
@@ -700,6 +754,16 @@ pub async fn completion(
     // compaction rebuild, never the other way round. Repositories whose fingerprint the live
     // generation recorded are complete as it holds them: only the others are looked at.
     let fingerprints = repo_fingerprints(store, space).await?;
+    // Listed before the live set is read, so that a part written meanwhile counts as new to
+    // a later look ([`Completion::recheck`]), never as seen.
+    let parts: std::collections::HashSet<String> = match space {
+        Some(space) => store
+            .list(&keys::embedding_space(&space.key()))
+            .await?
+            .into_iter()
+            .collect(),
+        None => std::collections::HashSet::new(),
+    };
     let live = trawl_index::generation::live(store).await?;
     let changed = live
         .as_ref()
@@ -746,17 +810,24 @@ pub async fn completion(
         return Ok((c, None));
     }
     // Commit messages are searched by their words only: nothing waits for them.
+    let mut waiting: std::collections::BTreeMap<Straggler, std::collections::HashSet<ContentHash>> =
+        std::collections::BTreeMap::new();
     let mut count = |docs: &[LiveDoc]| {
         for d in docs.iter().filter(|d| d.doc.kind != COMMIT_KIND) {
             c.chunks += 1;
             if d.vector.is_some() {
                 c.chunks_embedded += 1;
             } else if space.is_some() {
-                stragglers.insert(Straggler {
+                let s = Straggler {
                     repo: d.doc.repo_id.to_string(),
                     path: d.doc.path.clone(),
                     waiting_for: "embedding",
-                });
+                };
+                waiting
+                    .entry(s.clone())
+                    .or_default()
+                    .insert(d.doc.content_hash);
+                stragglers.insert(s);
             }
         }
     };
@@ -785,6 +856,14 @@ pub async fn completion(
         }
     };
     c.stragglers = stragglers.into_iter().collect();
+    if set.only.is_none() && !waiting.is_empty() {
+        // The whole set was read: the next looks check only the vectors that arrive.
+        c.waiting = Some(Box::new(WaitingVectors {
+            fingerprints: fingerprints.clone(),
+            parts,
+            hashes: waiting,
+        }));
+    }
     Ok((
         c,
         Some(LiveSet {

@@ -365,7 +365,7 @@ pub struct WaitOptions {
 pub enum Waited {
     /// The run is complete, or the deadline came: build from this live set (`None`: files
     /// still wait for chunking, so none was read — the build reads what there is).
-    Ready(Completion, Option<LiveSet>),
+    Ready(Completion, Option<Box<LiveSet>>),
     /// No fetch run finished before the deadline (`since`: the live generation it would have
     /// had to be newer than).
     NoRun { since: Option<Generation> },
@@ -391,6 +391,9 @@ pub trait WaitObserver: Send + Sync {
     fn progress(&self, completion: &Completion) {
         let _ = completion;
     }
+    /// A look that read only the embedding parts written since the last one (the whole
+    /// live set was read before, and only vectors were missing); [`Self::progress`] follows.
+    fn vectors_rechecked(&self) {}
     /// The wait is over (every outcome, before [`wait`] returns it).
     fn done(&self) {}
 }
@@ -446,7 +449,27 @@ pub async fn wait(
             generation: m.generation,
         });
     }
+    // The last whole-set check still waiting for vectors: looked at again cheaply.
+    let mut last: Option<crate::live::Completion> = None;
     loop {
+        if let Some(c) = last.as_mut() {
+            if c.recheck(store, space)
+                .await
+                .map_err(RunError::Completion)?
+                && tokio::time::Instant::now() < deadline
+            {
+                tracing::info!(
+                    chunks = c.chunks,
+                    chunks_embedded = c.chunks_embedded,
+                    "run progress (the new embedding parts only)"
+                );
+                observer.vectors_rechecked();
+                observer.progress(c);
+                tokio::time::sleep_until(next_look()).await;
+                continue;
+            }
+            last = None;
+        }
         let (c, set) =
             crate::live::completion(store, space, &opts.chunker_version, opts.spill_memory)
                 .await
@@ -461,7 +484,10 @@ pub async fn wait(
         observer.progress(&c);
         if c.is_complete() || tokio::time::Instant::now() >= deadline {
             observer.done();
-            return Ok(Waited::Ready(c, set));
+            return Ok(Waited::Ready(c, set.map(Box::new)));
+        }
+        if c.waiting.is_some() {
+            last = Some(c);
         }
         tokio::time::sleep_until(next_look()).await;
     }
