@@ -263,6 +263,19 @@ async fn a_contextual_model_embeds_each_chunk_within_its_file_and_resends_a_chan
     tool.1 = crate::support::file(text.into_bytes());
     commit(&src, &files);
     fetch_and_chunk(&h, &[&src]).await;
+    // What a dry run prices: the changed file whole.
+    let dry = EmbedWorker::new(
+        h.store.clone(),
+        None,
+        e.clone(),
+        Options {
+            dry_run: true,
+            ..options("voyage")
+        },
+    )
+    .backfill(&|_, _| {})
+    .await
+    .unwrap();
     let sent_before = fake.stats().embedded;
     let second = embed(&h, e.clone()).await.unwrap();
     let after = all_chunks(&h.store).await;
@@ -284,6 +297,11 @@ async fn a_contextual_model_embeds_each_chunk_within_its_file_and_resends_a_chan
             want
         );
     }
+    let whole: u64 = texts.iter().map(|t| e.count_tokens(t)).sum();
+    assert_eq!(
+        dry.embed.tokens_sent, whole,
+        "the dry run prices the whole file"
+    );
     let sent = fake.stats().embedded;
     let resent =
         |t: &String| sent.get(t).copied().unwrap_or(0) - sent_before.get(t).copied().unwrap_or(0);

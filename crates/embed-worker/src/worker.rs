@@ -637,12 +637,20 @@ impl Flows {
     fn count_dry(&mut self, rows: &[ChunkRecord]) {
         let m = &self.inner.metrics;
         m.parts.fetch_add(1, Ordering::Relaxed);
+        let known =
+            |h: &ContentHash, p: &Pending| self.inner.cache.contains(h) || p.index.contains_key(h);
+        // A contextual model is sent a file whole when any of its chunks is new.
+        let whole_file = self.inner.embedder.contextual()
+            && rows.iter().any(|r| !known(&r.content_hash, &self.pending));
         for r in rows {
             m.chunks.fetch_add(1, Ordering::Relaxed);
-            if self.inner.cache.contains(&r.content_hash)
-                || self.pending.index.contains_key(&r.content_hash)
-            {
+            if known(&r.content_hash, &self.pending) {
                 m.cache_hits.fetch_add(1, Ordering::Relaxed);
+                if whole_file {
+                    let t = self.inner.embedder.count_tokens(&r.indexed_text());
+                    m.tokens_estimated.fetch_add(t, Ordering::Relaxed);
+                    m.tokens_sent.fetch_add(t, Ordering::Relaxed);
+                }
                 continue;
             }
             let mut text = r.indexed_text();
