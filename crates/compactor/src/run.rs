@@ -124,6 +124,14 @@ pub async fn compact(
             .await
             .map_err(RunError::Inputs)?,
     };
+    let night = Night {
+        store,
+        cfg,
+        space: space.as_ref(),
+        inputs: &inputs,
+        fingerprints: &fingerprints,
+        progress,
+    };
     let set = match set {
         // Read incrementally (by `--wait`'s completion check): built on the generation it was
         // read against, or else read again whole.
@@ -133,17 +141,7 @@ pub async fn compact(
                 _ => None,
             };
             if let Some(live) = live
-                && let Some(manifest) = build_incremental(
-                    store,
-                    cfg,
-                    space.as_ref(),
-                    &inputs,
-                    &fingerprints,
-                    s,
-                    &live,
-                    progress,
-                )
-                .await?
+                && let Some(manifest) = build_incremental(&night, s, &live).await?
             {
                 return Ok(Compacted {
                     manifest,
@@ -156,8 +154,7 @@ pub async fn compact(
     };
     if !full
         && set.is_none()
-        && let Some(manifest) =
-            incremental(store, cfg, space.as_ref(), &inputs, &fingerprints, progress).await?
+        && let Some(manifest) = incremental(&night).await?
     {
         return Ok(Compacted {
             manifest,
@@ -224,59 +221,50 @@ fn record_inputs(
     }
 }
 
+/// What a compaction builds from: the store, the settings, the vector space and the inputs'
+/// fingerprints taken before anything was read.
+struct Night<'a> {
+    store: &'a Store,
+    cfg: &'a CompactConfig,
+    space: Option<&'a Space>,
+    /// The fingerprint of every input ([`unchanged_since`]).
+    inputs: &'a str,
+    /// Each repository's.
+    fingerprints: &'a BTreeMap<RepoId, String>,
+    progress: &'a dyn Progress,
+}
+
 /// Builds the next generation from the live generation and the live docs of only the
 /// repositories whose inputs changed since it was built (or that left the list), when it
 /// can: `None` when the whole live set must be read (no per-repository fingerprints yet,
 /// another space or format, too many repositories changed, another generation live since).
-async fn incremental(
-    store: &Store,
-    cfg: &CompactConfig,
-    space: Option<&Space>,
-    inputs: &str,
-    fingerprints: &BTreeMap<RepoId, String>,
-    progress: &dyn Progress,
-) -> Result<Option<Manifest>, RunError> {
-    let Some(live) = trawl_index::generation::live(store).await? else {
+async fn incremental(night: &Night<'_>) -> Result<Option<Manifest>, RunError> {
+    let Some(live) = trawl_index::generation::live(night.store).await? else {
         return Ok(None);
     };
-    let Some(changed) = crate::live::changed_since(&live, space, fingerprints) else {
+    let Some(changed) = crate::live::changed_since(&live, night.space, night.fingerprints) else {
         return Ok(None);
     };
     tracing::debug!(repos = changed.len(), "incremental build");
-    let set = crate::live::live_set_of(store, space, Some(&changed))
+    let set = crate::live::live_set_of(night.store, night.space, Some(&changed))
         .await
         .map_err(RunError::LiveSet)?;
-    build_incremental(
-        store,
-        cfg,
-        space,
-        inputs,
-        fingerprints,
-        set,
-        &live,
-        progress,
-    )
-    .await
+    build_incremental(night, set, &live).await
 }
 
 /// Builds on `live` from `set`, the live docs of only some repositories (`set.only`).
-#[allow(clippy::too_many_arguments)]
 async fn build_incremental(
-    store: &Store,
-    cfg: &CompactConfig,
-    space: Option<&Space>,
-    inputs: &str,
-    fingerprints: &BTreeMap<RepoId, String>,
+    night: &Night<'_>,
     set: LiveSet,
     live: &Manifest,
-    progress: &dyn Progress,
 ) -> Result<Option<Manifest>, RunError> {
     let Some(changed) = set.only.clone() else {
         return Ok(None);
     };
+    let (store, cfg) = (night.store, night.cfg);
     let mut repo_inputs = live.repo_inputs.clone();
     repo_inputs.retain(|r, _| !changed.contains(r));
-    record_inputs(&mut repo_inputs, Some(&changed), fingerprints);
+    record_inputs(&mut repo_inputs, Some(&changed), night.fingerprints);
     let mut source_runs: Vec<RunId> = crate::live::listed_states(store)
         .await
         .map_err(RunError::LiveSet)?
@@ -290,16 +278,16 @@ async fn build_incremental(
         max_segments: cfg.max_segments,
         merge_tombstone_ratio: cfg.merge_tombstone_ratio,
         source_runs,
-        inputs: Some(inputs.to_owned()),
+        inputs: Some(night.inputs.to_owned()),
         table: set.table.clone(),
         lease_ttl: Duration::from_secs(cfg.lease_ttl_secs),
         only: Some(changed),
         repo_inputs,
-        fingerprinted: !fingerprints.is_empty(),
+        fingerprinted: !night.fingerprints.is_empty(),
         base: Some(live.generation),
         ..BuildOptions::default()
     };
-    match crate::build(store, set.docs, space.cloned(), &opts, progress).await {
+    match crate::build(store, set.docs, night.space.cloned(), &opts, night.progress).await {
         Ok(m) => Ok(Some(m)),
         Err(CompactError::NeedsWholeSet(why)) => {
             tracing::debug!(
