@@ -325,6 +325,78 @@ fn index_then_search_cites_definitions_filters_expands_and_reindexes_incremental
     assert!(rolled.contains("rolled back"), "{rolled}");
 }
 
+/// A runbook section of two topics, one sentence a line, in one paragraph: backups (lines
+/// 5–8), then alerts (lines 9–13).
+const RUNBOOK_MD: &str = "# Runbook\n\n## Operations\n\n\
+The nightly backup writes a snapshot of every volume to the bucket.\n\
+The nightly backup keeps each volume snapshot in the bucket for a month.\n\
+To restore a volume, copy its nightly snapshot back from the bucket.\n\
+A failed nightly backup retries the volume snapshot to the bucket.\n\
+Alerts page the oncall engineer when latency passes its threshold.\n\
+Alerts page the oncall engineer when errors pass their threshold.\n\
+Alerts page the oncall engineer again after ten quiet minutes.\n\
+Alerts that page the oncall engineer are listed on the dashboard.\n\
+Alerts page the oncall engineer's phone, then the whole team.\n";
+
+#[test]
+fn a_long_prose_section_is_cut_where_its_topic_changes() {
+    let src = SourceRepo::named("runbook");
+    src.commit(&[("RUNBOOK.md", file(RUNBOOK_MD))], false);
+    // The section is 640 bytes against a 400-byte ceiling (`trawl` sets it).
+    let spans = |work: &Path| -> Vec<(u64, u64)> {
+        let out = trawl(work)
+            .args([
+                "sql",
+                "--json",
+                "SELECT start_line, end_line FROM chunks WHERE path = 'RUNBOOK.md' ORDER BY start_line",
+            ])
+            .output()
+            .unwrap();
+        ok(&out)
+            .lines()
+            .map(|l| {
+                let v: serde_json::Value = serde_json::from_str(l).unwrap();
+                (
+                    v["start_line"].as_u64().unwrap(),
+                    v["end_line"].as_u64().unwrap(),
+                )
+            })
+            .collect()
+    };
+    let on = tempfile::tempdir().unwrap();
+    index(on.path(), &[&src.path()], "hash");
+    assert_eq!(
+        spans(on.path()),
+        [(1, 8), (9, 13)],
+        "the backups and the alerts apart"
+    );
+    let hits = search_json(
+        on.path(),
+        &["restore a volume from its snapshot", "-k", "1"],
+    );
+    let text = hits[0]["text"].as_str().unwrap();
+    assert!(
+        text.contains("To restore a volume") && !text.contains("Alerts"),
+        "{text}"
+    );
+
+    // Off, the same section is cut where the ceiling falls: inside the alerts.
+    let off = tempfile::tempdir().unwrap();
+    let out = trawl(off.path())
+        .args(["--set", "chunk.meaning=false", "index"])
+        .arg(src.path())
+        .args(["--embedder", "hash"])
+        .output()
+        .unwrap();
+    ok(&out);
+    let cut = spans(off.path());
+    assert_eq!(cut.len(), 2, "{cut:?}");
+    assert!(
+        cut[0].1 > 8,
+        "the size cut puts an alert with the backups: {cut:?}"
+    );
+}
+
 #[test]
 fn index_uses_the_local_model_by_default_and_search_embeds_the_query_with_it() {
     let src = acme();

@@ -37,6 +37,7 @@ use trawl_core::store::{Store, keys};
 mod config;
 
 pub use config::{ConfigError, from_config, options, strategy};
+pub use trawl_chunker::meaning::{Meaning, Sentences};
 
 /// The topic file events arrive on.
 pub const FILES_TOPIC: &str = trawl_core::bus::Topic::Files.name();
@@ -191,6 +192,14 @@ impl ChunkWorker {
     #[must_use]
     pub fn with_strategy(mut self, strategy: Strategy) -> Self {
         self.strategy = strategy;
+        self
+    }
+
+    /// Cuts prose over the ceiling where its topic changes, with `meaning`'s sentence model
+    /// (`None`: by size).
+    #[must_use]
+    pub fn with_meaning(mut self, meaning: Option<Meaning>) -> Self {
+        self.opts.meaning = meaning;
         self
     }
 

@@ -25,6 +25,8 @@
 //!   a table of contents;
 //! - each source file also gets a table-of-contents chunk (path, imports, symbols);
 //! - Markdown splits on headings and keeps the heading trail; plain text splits on paragraphs;
+//!   with a sentence model ([`Options::meaning`]), prose over the ceiling is cut where its topic
+//!   changes;
 //! - no chunk's text exceeds the ceiling (2,000 bytes by default).
 //!
 //! The key design decision is **one walker for every language**: what differs between
@@ -41,6 +43,7 @@ pub mod check;
 pub mod corpus;
 pub mod lang;
 pub mod markdown;
+pub mod meaning;
 pub mod records;
 pub mod text;
 
@@ -63,6 +66,9 @@ pub struct Options {
     pub parse_timeout: Duration,
     /// Containers nested deeper than this are split as plain code.
     pub max_depth: usize,
+    /// Prose over the ceiling (a Markdown section, a text file) is cut where its topic
+    /// changes ([`meaning`]); `None`: at paragraphs, by size.
+    pub meaning: Option<meaning::Meaning>,
 }
 
 impl Default for Options {
@@ -72,6 +78,7 @@ impl Default for Options {
             ceiling: 2000,
             parse_timeout: Duration::from_secs(5),
             max_depth: 48,
+            meaning: None,
         }
     }
 }
@@ -99,6 +106,10 @@ pub enum Note {
     DepthLimit,
     /// A single line longer than the ceiling was cut inside the line.
     OversizeLine,
+    /// Prose over the ceiling was cut where its topic changes.
+    SplitByMeaning,
+    /// The sentence model failed: prose over the ceiling was cut by size.
+    MeaningUnavailable,
 }
 
 impl Note {
@@ -109,6 +120,8 @@ impl Note {
             Note::SyntaxErrors => "syntax-errors",
             Note::DepthLimit => "depth-limit",
             Note::OversizeLine => "oversize-line",
+            Note::SplitByMeaning => "split-by-meaning",
+            Note::MeaningUnavailable => "meaning-unavailable",
         }
     }
 }

@@ -58,7 +58,9 @@ pub fn chunk(src: &str, opts: &Options) -> Chunked {
         if e <= s {
             continue;
         }
-        for (a, b) in pack(src, s, e, &points, opts.ceiling, &mut notes) {
+        let ranges = crate::meaning::split(src, (s, e), &points, opts, &mut notes)
+            .unwrap_or_else(|| pack(src, s, e, &points, opts.ceiling, &mut notes));
+        for (a, b) in ranges {
             let mut p = Piece::new(Kind::Section, a, b, src[a..b].to_owned());
             p.trail.clone_from(&trail);
             pieces.push(p);

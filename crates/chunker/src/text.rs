@@ -108,17 +108,10 @@ pub fn chunk(src: &str, opts: &Options) -> Chunked {
     if start < src.len() {
         paragraphs.push((start, src.len()));
     }
-    let mut ranges: Vec<(usize, usize)> = Vec::new();
-    for (s, e) in paragraphs {
-        for (s, e) in split_lines(src, s, e, opts.ceiling, &mut notes) {
-            match ranges.last_mut() {
-                Some(last) if last.1 - last.0 < opts.floor && e - last.0 <= opts.ceiling => {
-                    last.1 = e;
-                }
-                _ => ranges.push((s, e)),
-            }
-        }
-    }
+    let points: Vec<usize> = paragraphs.iter().map(|p| p.0).collect();
+    let whole = trim(src, 0, src.len());
+    let ranges = crate::meaning::split(src, whole, &points, opts, &mut notes)
+        .unwrap_or_else(|| by_size(src, &paragraphs, opts, &mut notes));
     Chunked {
         pieces: ranges
             .into_iter()
@@ -127,6 +120,27 @@ pub fn chunk(src: &str, opts: &Options) -> Chunked {
         notes,
         imports: Vec::new(),
     }
+}
+
+/// Paragraphs cut at lines to fit the ceiling, merged while a piece is under the floor.
+fn by_size(
+    src: &str,
+    paragraphs: &[(usize, usize)],
+    opts: &Options,
+    notes: &mut Vec<Note>,
+) -> Vec<(usize, usize)> {
+    let mut ranges: Vec<(usize, usize)> = Vec::new();
+    for &(s, e) in paragraphs {
+        for (s, e) in split_lines(src, s, e, opts.ceiling, notes) {
+            match ranges.last_mut() {
+                Some(last) if last.1 - last.0 < opts.floor && e - last.0 <= opts.ceiling => {
+                    last.1 = e;
+                }
+                _ => ranges.push((s, e)),
+            }
+        }
+    }
+    ranges
 }
 
 /// Fixed windows of `size` characters with `overlap` characters shared between neighbours:

@@ -63,7 +63,13 @@ pub async fn run(cfg: &Config, args: Args) -> anyhow::Result<ExitCode> {
     let store = Store::from_url(&cfg.store.url)?;
     let bus = trawl_core::bus::from_config(&cfg.bus, &store)?;
     let (trigger, shutdown) = trawl_core::shutdown::channel();
-    let worker = trawl_chunk_worker::from_config(cfg, store, bus)?.with_shutdown(shutdown);
+    let worker = trawl_chunk_worker::from_config(cfg, store, bus)?
+        .with_meaning(trawl_pipeline::meaning::for_run(
+            cfg,
+            cfg.embed.embedder,
+            None,
+        ))
+        .with_shutdown(shutdown);
     let metrics = worker.metrics();
     let ops = {
         let metrics = metrics.clone();

@@ -499,6 +499,13 @@ pub struct ChunkConfig {
     /// `ast` (definitions: the product) or `windows` (fixed 1,000-character windows with 100
     /// of overlap: the naive baseline, for retrieval evaluations).
     pub strategy: String,
+    /// Prose over the ceiling (a Markdown section, a text file) is cut where its topic
+    /// changes: its sentences are embedded with the local model and cut where neighbours
+    /// differ most (false: at paragraphs, by size). Applies to files chunked from then on.
+    pub meaning: bool,
+    /// A cut goes where the distance between neighbouring sentences is above this
+    /// percentile of the section's distances (0–100); pieces over the ceiling are cut again.
+    pub meaning_percentile: f32,
 }
 
 impl Default for ChunkConfig {
@@ -509,6 +516,8 @@ impl Default for ChunkConfig {
             parse_timeout_ms: 5000,
             concurrency: 4,
             strategy: "ast".into(),
+            meaning: true,
+            meaning_percentile: 95.0,
         }
     }
 }

@@ -60,7 +60,8 @@ fn reading(cfg: &EmbedConfig) -> local::Reading {
     }
 }
 
-fn model_dir(cfg: &EmbedConfig) -> std::path::PathBuf {
+/// The local model's directory of `cfg` (`embed.model_dir`, else the default one).
+pub fn model_dir(cfg: &EmbedConfig) -> std::path::PathBuf {
     if cfg.model_dir.as_os_str().is_empty() {
         local::default_model_dir()
     } else {

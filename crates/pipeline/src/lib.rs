@@ -23,6 +23,8 @@
 //!
 //! Progress is read from a [`Status`] and told to an [`Observer`]; nothing here prints.
 
+pub mod meaning;
+
 use std::sync::atomic::{AtomicU8, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
@@ -295,7 +297,8 @@ impl Pipeline {
         let store = Store::from_url(&cfg.store.url)?;
         let bus: Arc<dyn Bus> = Arc::new(InProcBus::new(cfg.bus.capacity));
         let fetcher = Fetcher::new(cfg.fetch.clone(), store.clone(), bus.clone());
-        let chunker = trawl_chunk_worker::from_config(cfg, store.clone(), bus.clone())?;
+        let chunker = trawl_chunk_worker::from_config(cfg, store.clone(), bus.clone())?
+            .with_meaning(meaning::for_run(cfg, opts.embedder, Some(&embedder)));
         let embed = EmbedWorker::new(store.clone(), Some(bus.clone()), embedder, embed_opts);
         let status = Status {
             repos: opts.specs.len(),

@@ -1,0 +1,89 @@
+//! The sentence model of prose split by meaning (`chunk.meaning`): the chunk worker cuts a
+//! long Markdown section or text file where its topic changes, with sentences embedded by
+//! the local model.
+//!
+//! Which model: the run's own embedder when it is the local model (one copy in memory) or
+//! the hash test embedder; with a hosted embedder, the local model if it is installed — a
+//! hosted API is never billed for cutting prose. Without one, prose is cut by size as before,
+//! with a warning.
+
+use std::sync::Arc;
+
+use trawl_chunk_worker::{Meaning, Sentences};
+use trawl_core::config::{Config, EmbedderKind};
+use trawl_embed::{Embedder, InputType, Vector};
+
+/// An [`Embedder`] as the chunker's sentence model, called from the chunker's blocking
+/// threads on the runtime that owns the embedder.
+struct EmbedderSentences {
+    embedder: Arc<dyn Embedder>,
+    runtime: tokio::runtime::Handle,
+}
+
+impl Sentences for EmbedderSentences {
+    fn embed(&self, texts: &[String]) -> Result<Vec<Vec<f32>>, String> {
+        let embedded = self
+            .runtime
+            .block_on(self.embedder.embed(texts, InputType::Document))
+            .map_err(|e| e.to_string())?;
+        // Quantised vectors (int8, binary) are read as their values: only their distances
+        // matter here.
+        Ok(embedded
+            .vectors
+            .into_iter()
+            .map(|v| match v {
+                Vector::Float(f) => f,
+                Vector::Bytes(b) => b.into_iter().map(|x| f32::from(x as i8)).collect(),
+            })
+            .collect())
+    }
+}
+
+/// The chunker's [`Meaning`] for a run of `kind`, whose embedder is `run` (when one is
+/// loaded). `None` when `chunk.meaning` is off, the strategy is not `ast`, no runtime is
+/// current, or no local model can be had.
+pub fn for_run(
+    cfg: &Config,
+    kind: EmbedderKind,
+    run: Option<&Arc<dyn Embedder>>,
+) -> Option<Meaning> {
+    if !cfg.chunk.meaning || cfg.chunk.strategy != "ast" {
+        return None;
+    }
+    let runtime = tokio::runtime::Handle::try_current().ok()?;
+    let embedder = match (kind, run) {
+        (EmbedderKind::Local | EmbedderKind::Hash, Some(e)) => e.clone(),
+        (EmbedderKind::Local | EmbedderKind::Hash, None) => {
+            match trawl_embed::from_config(&cfg.embed, Some(kind), false) {
+                Ok(e) => e,
+                Err(e) => {
+                    tracing::warn!("prose over chunk.ceiling is cut by size, not by meaning: {e}");
+                    return None;
+                }
+            }
+        }
+        (EmbedderKind::Voyage, _) => {
+            let dir = trawl_embed::model_dir(&cfg.embed);
+            if !trawl_embed::local::is_installed(&dir) {
+                tracing::warn!(
+                    "prose over chunk.ceiling is cut by size, not by meaning: the local model is \
+                     not installed in {} (scripts/fetch-model.sh installs it; chunk.meaning = \
+                     false silences this)",
+                    dir.display()
+                );
+                return None;
+            }
+            match trawl_embed::from_config(&cfg.embed, Some(EmbedderKind::Local), false) {
+                Ok(e) => e,
+                Err(e) => {
+                    tracing::warn!("prose over chunk.ceiling is cut by size, not by meaning: {e}");
+                    return None;
+                }
+            }
+        }
+    };
+    Some(Meaning {
+        model: Arc::new(EmbedderSentences { embedder, runtime }),
+        percentile: cfg.chunk.meaning_percentile,
+    })
+}
