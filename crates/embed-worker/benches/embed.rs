@@ -7,7 +7,9 @@
 //!    the most tokens the fake saw in any 60-second window, and lost or duplicated chunks.
 //! 2. **Local model**: chunks/s of the candle all-MiniLM-L6-v2 embedder on 2 cores beside
 //!    Python sentence-transformers (torch) on the same inputs and batch size, and how well
-//!    their vectors agree (cosine).
+//!    their vectors agree (cosine); then the work those inputs hold (FLOPs of the encoder's
+//!    matrix products and attention) and the ceiling it sets at the rate candle's matrix
+//!    kernel multiplies the model's shapes on every core, with each run's share of that rate.
 //!
 //! `cargo bench -p trawl-embed-worker --bench embed`. Environment: `TRAWL_BENCH_SECONDS`
 //! (budget-seconds of work for table 1, default 60), `TRAWL_BENCH_PYTHON` (a python with
@@ -225,6 +227,7 @@ async fn local() {
         println!(
             "| sentence-transformers | not run: set TRAWL_BENCH_PYTHON to a python with it | | |"
         );
+        ceiling(&dir, &texts, model.max_seq(), &[("trawl", secs)]);
         return;
     };
     let tmp = tempfile::tempdir().expect("tempdir");
@@ -276,6 +279,117 @@ async fn local() {
     println!(
         "\nAgreement with sentence-transformers: mean cosine {mean:.6}, min {min:.6}; {truncated} of {n} inputs truncated to the model's 256 tokens."
     );
+    ceiling(
+        &dir,
+        &texts,
+        model.max_seq(),
+        &[("trawl", secs), ("peer", psecs)],
+    );
+}
+
+/// The model's shape, from its `config.json`.
+struct Shape {
+    hidden: usize,
+    intermediate: usize,
+    layers: usize,
+}
+
+impl Shape {
+    fn read(dir: &Path) -> Option<Self> {
+        let c: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(dir.join("config.json")).ok()?).ok()?;
+        let get = |k: &str| c[k].as_u64().map(|v| v as usize);
+        Some(Self {
+            hidden: get("hidden_size")?,
+            intermediate: get("intermediate_size")?,
+            layers: get("num_hidden_layers")?,
+        })
+    }
+
+    /// Floating-point operations of one encoder pass over `len` tokens: per layer the four
+    /// attention projections and the two feed-forward products (2 × len × weights), and the
+    /// attention scores and their weighted sum (2 × 2 × len² × hidden). Element-wise work,
+    /// embeddings and pooling are left out: this is a lower bound.
+    fn flops(&self, len: usize) -> f64 {
+        let (h, f, l) = (self.hidden as f64, self.intermediate as f64, len as f64);
+        self.layers as f64 * (2.0 * l * (4.0 * h * h + 2.0 * h * f) + 4.0 * l * l * h)
+    }
+}
+
+/// The physical side of the local table: the work the inputs hold, and the fastest any
+/// implementation could embed them at the rate candle's matrix kernel multiplies the
+/// model's own shapes on every core (its ceiling: a runtime with a faster kernel has a
+/// higher one, up to the cores' peak).
+fn ceiling(dir: &Path, texts: &[String], max_seq: usize, runs: &[(&str, f64)]) {
+    use candle_core::{Device, Tensor};
+    let (Some(shape), Ok(mut tok)) = (
+        Shape::read(dir),
+        tokenizers::Tokenizer::from_file(dir.join("tokenizer.json")),
+    ) else {
+        println!("\n(no ceiling: the model's config.json or tokenizer.json cannot be read)");
+        return;
+    };
+    // The file's own truncation (128 for all-MiniLM-L6-v2) is not the embedder's.
+    if tok.with_truncation(None).is_err() {
+        println!("\n(no ceiling: the tokenizer's truncation cannot be turned off)");
+        return;
+    }
+    let lens: Vec<usize> = texts
+        .iter()
+        .map(|t| {
+            tok.encode(t.as_str(), true)
+                .map_or(0, |e| e.get_ids().len())
+                .min(max_seq)
+        })
+        .collect();
+    let flops: f64 = lens.iter().map(|&l| shape.flops(l)).sum();
+    let tokens: usize = lens.iter().sum();
+    let mean_len = tokens / lens.len().max(1);
+    // The products of one batch of 8 mean-length inputs, as the model computes them.
+    let rows = 8 * mean_len.max(1);
+    let (h, f) = (shape.hidden, shape.intermediate);
+    let rand = |r: usize, c: usize| Tensor::randn(0f32, 1.0, (r, c), &Device::Cpu).expect("tensor");
+    let (x, wq, wi, inner, wo) = (
+        rand(rows, h),
+        rand(h, h),
+        rand(h, f),
+        rand(rows, f),
+        rand(f, h),
+    );
+    let pass = || {
+        for _ in 0..4 {
+            x.matmul(&wq).expect("matmul");
+        }
+        x.matmul(&wi).expect("matmul");
+        inner.matmul(&wo).expect("matmul");
+    };
+    pass();
+    let reps = 20;
+    let started = Instant::now();
+    for _ in 0..reps {
+        pass();
+    }
+    let per_pass = 2.0 * rows as f64 * (4.0 * (h * h) as f64 + 2.0 * (h * f) as f64);
+    let rate = per_pass * f64::from(reps) / started.elapsed().as_secs_f64();
+    println!(
+        "\nThe work: {tokens} tokens (mean {mean_len}), {:.0} GFLOP of matrix products and attention. \
+         candle's matrix kernel multiplies the model's shapes at {:.1} GFLOP/s on {} cores: \
+         no implementation on that kernel embeds these inputs faster than {:.1} chunks/s.\n",
+        flops / 1e9,
+        rate / 1e9,
+        std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get),
+        texts.len() as f64 * rate / flops
+    );
+    println!("| run | GFLOP/s achieved | share of the kernel's rate |");
+    println!("|---|---|---|");
+    for (name, secs) in runs {
+        let achieved = flops / secs;
+        println!(
+            "| {name} | {:.1} | {:.2} |",
+            achieved / 1e9,
+            achieved / rate
+        );
+    }
 }
 
 fn main() {
