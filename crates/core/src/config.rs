@@ -448,6 +448,12 @@ pub struct EmbedConfig {
     /// the mean over every token read (1: the first window only, the rest cut). Another
     /// value is another vector space, so changing it re-embeds everything.
     pub local_windows: usize,
+    /// How far below normal the local model's inference threads are scheduled when they embed
+    /// chunks (Unix niceness, 0–19; 0 keeps them at normal priority). Chunking and the index
+    /// build, which make the first generation of `trawl index` searchable, then take the
+    /// cores first, and the vectors follow with what is left; on an otherwise idle machine
+    /// the embedder loses nothing. Queries are always embedded at normal priority.
+    pub local_nice: u8,
     /// Dimensions of the hash embedder.
     pub hash_dims: u32,
 }
@@ -480,6 +486,7 @@ impl Default for EmbedConfig {
             local_max_tokens: 0,
             local_input: LocalInput::Text,
             local_windows: 1,
+            local_nice: 10,
             hash_dims: 256,
         }
     }

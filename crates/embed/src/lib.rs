@@ -80,11 +80,10 @@ pub fn from_config(
         EmbedderKind::Voyage => {
             Arc::new(voyage::VoyageEmbedder::new(voyage_config(cfg, dry_run)?)?)
         }
-        EmbedderKind::Local => Arc::new(local::LocalEmbedder::load_reading(
-            &model_dir(cfg),
-            cfg.local_batch,
-            reading(cfg),
-        )?),
+        EmbedderKind::Local => Arc::new(
+            local::LocalEmbedder::load_reading(&model_dir(cfg), cfg.local_batch, reading(cfg))?
+                .with_nice(cfg.local_nice)?,
+        ),
         EmbedderKind::Hash => Arc::new(hash::HashEmbedder::new(cfg.hash_dims)?),
     })
 }

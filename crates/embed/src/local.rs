@@ -249,19 +249,64 @@ impl LocalEmbedder {
     pub fn max_seq(&self) -> usize {
         self.max_seq
     }
+
+    /// Schedules the inference threads `nice` steps below normal priority (0: normal; at
+    /// most 19), so that whatever else the process runs at normal priority takes the cores
+    /// first. Linux only: elsewhere the threads stay as they are. Priority is never raised
+    /// again: the threads are replaced.
+    pub fn with_nice(mut self, nice: u8) -> Result<Self, EmbedError> {
+        if nice > 0 {
+            self.pools = Arc::new(pools_niced(self.pools.len(), nice)?);
+        }
+        Ok(self)
+    }
 }
 
 /// `n` single-threaded pools.
 fn pools(n: usize) -> Result<Vec<rayon::ThreadPool>, EmbedError> {
+    pools_niced(n, 0)
+}
+
+/// `n` single-threaded pools whose threads run `nice` steps below normal priority.
+fn pools_niced(n: usize, nice: u8) -> Result<Vec<rayon::ThreadPool>, EmbedError> {
     (0..n.max(1))
         .map(|i| {
             rayon::ThreadPoolBuilder::new()
                 .num_threads(1)
                 .thread_name(move |_| format!("trawl-embed-{i}"))
+                .start_handler(move |_| lower_priority(nice))
                 .build()
                 .map_err(|e| EmbedError::Model(format!("cannot start inference threads: {e}")))
         })
         .collect()
+}
+
+/// Lowers the calling thread's scheduling priority by `nice` (Linux: the thread's own
+/// niceness; a failure is logged and the thread runs on as it was).
+fn lower_priority(nice: u8) {
+    if nice == 0 {
+        return;
+    }
+    #[cfg(target_os = "linux")]
+    {
+        let tid = rustix::thread::gettid();
+        let now = rustix::process::getpriority_process(Some(tid)).unwrap_or(0);
+        let to = (now + i32::from(nice)).min(19);
+        if let Err(e) = rustix::process::setpriority_process(Some(tid), to) {
+            tracing::debug!(error = %e, "the inference thread keeps its priority");
+        }
+    }
+}
+
+/// The calling thread's niceness (Linux; 0 elsewhere).
+#[cfg(test)]
+fn niceness() -> i32 {
+    #[cfg(target_os = "linux")]
+    {
+        rustix::process::getpriority_process(Some(rustix::thread::gettid())).unwrap_or(0)
+    }
+    #[cfg(not(target_os = "linux"))]
+    0
 }
 
 /// The vector space of the model in `dir`, without loading it (reads the config and hashes the
@@ -530,6 +575,22 @@ fn task_failure(e: tokio::task::JoinError) -> EmbedError {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn niced_inference_threads_run_below_the_callers_priority_and_plain_ones_do_not() {
+        let base = niceness();
+        let niced = pools_niced(2, 7).unwrap();
+        for pool in &niced {
+            assert_eq!(pool.install(niceness), (base + 7).min(19));
+        }
+        let plain = pools(2).unwrap();
+        for pool in &plain {
+            assert_eq!(pool.install(niceness), base);
+        }
+        // The caller's own thread is left alone.
+        assert_eq!(niceness(), base);
+    }
 
     #[tokio::test]
     async fn a_panic_in_the_model_refuses_the_inputs_instead_of_failing_the_batch() {

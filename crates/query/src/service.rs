@@ -254,7 +254,11 @@ impl Searcher {
         let s = Self {
             store,
             cache,
-            embed: cfg.embed.clone(),
+            // A query waits on its vector: it is embedded at normal priority.
+            embed: EmbedConfig {
+                local_nice: 0,
+                ..cfg.embed.clone()
+            },
             preferred: embedder.unwrap_or(cfg.embed.embedder),
             params: q.clone(),
             ef_search: q.ef_search,
