@@ -449,7 +449,8 @@ pub struct EmbedConfig {
     /// value is another vector space, so changing it re-embeds everything.
     pub local_windows: usize,
     /// How far below normal the local model's inference threads are scheduled when they embed
-    /// chunks (Unix niceness, 0–19; 0 keeps them at normal priority). Chunking and the index
+    /// chunks (Linux thread niceness, 0–19; 0 keeps them at normal priority; other systems are
+    /// left as they are). Chunking and the index
     /// build, which make the first generation of `trawl index` searchable, then take the
     /// cores first, and the vectors follow with what is left; on an otherwise idle machine
     /// the embedder loses nothing. Queries are always embedded at normal priority.
