@@ -119,6 +119,15 @@ pub trait Embedder: Send + Sync {
     /// model embeds each input as a document of its own.
     async fn embed(&self, inputs: &[String], kind: InputType) -> Result<Embedded, EmbedError>;
 
+    /// An embedder of the same vectors for a few small calls that must not wait behind this
+    /// one's batches (the chunker's sentences while the run's chunks are embedded, below the
+    /// chunker's priority): the local model answers with a handle on the same weights with
+    /// threads and a queue of its own. `None` (the default) where calls do not queue behind
+    /// each other.
+    fn foreground(&self) -> Option<std::sync::Arc<dyn Embedder>> {
+        None
+    }
+
     /// Whether a chunk's vector depends on the other chunks of its document (contextualized
     /// chunk embeddings): the embed worker then sends a file's chunks together, in order,
     /// through [`Embedder::embed_documents`].

@@ -260,6 +260,23 @@ impl LocalEmbedder {
         }
         Ok(self)
     }
+
+    /// Another handle on the same loaded model — the weights shared, not copied — with
+    /// inference threads of its own at `nice` and a queue of its own, so that its calls never
+    /// wait behind this one's batches.
+    pub fn lane(&self, nice: u8) -> Result<Self, EmbedError> {
+        Ok(Self {
+            space: self.space.clone(),
+            model: self.model.clone(),
+            batch: self.batch,
+            max_seq: self.max_seq,
+            input: self.input,
+            windows: self.windows,
+            truncated: self.truncated.clone(),
+            busy: tokio::sync::Mutex::new(()),
+            pools: Arc::new(pools_niced(self.pools.len(), nice)?),
+        })
+    }
 }
 
 /// `n` single-threaded pools.
@@ -486,6 +503,18 @@ impl Embedder for LocalEmbedder {
         }
     }
 
+    /// A [`LocalEmbedder::lane`] at normal priority: a caller's few sentences run beside the
+    /// batches, at the priority of the caller, instead of after them.
+    fn foreground(&self) -> Option<Arc<dyn Embedder>> {
+        match self.lane(0) {
+            Ok(lane) => Some(Arc::new(lane)),
+            Err(e) => {
+                tracing::warn!(error = %e, "no foreground lane: small calls queue behind the batches");
+                None
+            }
+        }
+    }
+
     async fn embed(&self, inputs: &[String], _kind: InputType) -> Result<Embedded, EmbedError> {
         if inputs.is_empty() {
             return Ok(Embedded {
@@ -621,6 +650,43 @@ mod tests {
     pub(crate) fn model() -> LocalEmbedder {
         let dir = test_model_dir();
         LocalEmbedder::load(&dir, 8).unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    #[tokio::test]
+    async fn the_foreground_lane_answers_while_a_batch_holds_the_model_with_the_same_vectors() {
+        let m = model().with_nice(7).unwrap();
+        let texts = vec!["def parse(argv):\n    return argv[1:]".to_owned()];
+        let want = m.embed(&texts, InputType::Document).await.unwrap();
+        let lane = m
+            .foreground()
+            .expect("the local model has a foreground lane");
+        // A batch of the run holds the model's queue for as long as it takes.
+        let _batch = m.busy.lock().await;
+        let got = tokio::time::timeout(
+            std::time::Duration::from_secs(120),
+            lane.embed(&texts, InputType::Document),
+        )
+        .await
+        .expect("the foreground lane does not queue behind the batch")
+        .unwrap();
+        assert!(cos(&want.vectors[0], &got.vectors[0]) > 0.99999);
+        assert_eq!(lane.space(), m.space());
+        // Its threads run at the caller's priority, the batches' below it.
+        #[cfg(target_os = "linux")]
+        {
+            let base = niceness();
+            let own = m.lane(0).unwrap();
+            assert!(own.pools.iter().all(|p| p.install(niceness) == base));
+            assert!(
+                m.pools
+                    .iter()
+                    .all(|p| p.install(niceness) == (base + 7).min(19))
+            );
+            assert!(
+                Arc::ptr_eq(&own.model, &m.model),
+                "the weights are shared, not copied"
+            );
+        }
     }
 
     #[tokio::test]

@@ -2,8 +2,8 @@
 //! long Markdown section or text file where its topic changes, with sentences embedded by
 //! the local model.
 //!
-//! Which model: the run's own embedder when it is the local model (one copy in memory) or
-//! the hash test embedder; with a hosted embedder, the local model if it is installed — a
+//! Which model: the run's own embedder when it is the local model (one copy of the weights
+//! in memory, through its foreground lane, at normal priority) or the hash test embedder; with a hosted embedder, the local model if it is installed — a
 //! hosted API is never billed for cutting prose. Without one, prose is cut by size as before,
 //! with a warning.
 
@@ -51,17 +51,25 @@ pub fn for_run(
         return None;
     }
     let runtime = tokio::runtime::Handle::try_current().ok()?;
+    // A copy of its own serves the chunker alone: at normal priority.
+    let own = |kind| {
+        let mut embed = cfg.embed.clone();
+        embed.local_nice = 0;
+        trawl_embed::from_config(&embed, Some(kind), false)
+    };
     let embedder = match (kind, run) {
-        (EmbedderKind::Local | EmbedderKind::Hash, Some(e)) => e.clone(),
-        (EmbedderKind::Local | EmbedderKind::Hash, None) => {
-            match trawl_embed::from_config(&cfg.embed, Some(kind), false) {
-                Ok(e) => e,
-                Err(e) => {
-                    tracing::warn!("prose over chunk.ceiling is cut by size, not by meaning: {e}");
-                    return None;
-                }
-            }
+        // Its foreground lane: the run's batches are embedded below the chunker's priority,
+        // and a chunker thread waiting behind them would hold back the first generation.
+        (EmbedderKind::Local | EmbedderKind::Hash, Some(e)) => {
+            e.foreground().unwrap_or_else(|| e.clone())
         }
+        (EmbedderKind::Local | EmbedderKind::Hash, None) => match own(kind) {
+            Ok(e) => e,
+            Err(e) => {
+                tracing::warn!("prose over chunk.ceiling is cut by size, not by meaning: {e}");
+                return None;
+            }
+        },
         (EmbedderKind::Voyage, _) => {
             let dir = trawl_embed::model_dir(&cfg.embed);
             if !trawl_embed::local::is_installed(&dir) {
@@ -73,7 +81,7 @@ pub fn for_run(
                 );
                 return None;
             }
-            match trawl_embed::from_config(&cfg.embed, Some(EmbedderKind::Local), false) {
+            match own(EmbedderKind::Local) {
                 Ok(e) => e,
                 Err(e) => {
                     tracing::warn!("prose over chunk.ceiling is cut by size, not by meaning: {e}");
