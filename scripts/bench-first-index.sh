@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The wait of a new user's first index. Each repository given is indexed with `trawl index`
-# into a fresh store with the local model, once per `embed.local_nice` setting (the default
-# 10, the embedder below the chunker, and 0, the embedder at normal priority), sequentially on
-# the same binary. Reported: the chunks, the time to the first searchable generation (words
+# into a fresh store with the local model, once per run of settings in BENCH_RUNS (by default:
+# the defaults, with the embedder below the chunker at `embed.local_nice = 10`; the embedder at
+# normal priority; prose told apart by words instead of the model), sequentially on the same
+# binary. Reported: the chunks, the time to the first searchable generation (words
 # only for the chunks still waiting for vectors), a search run the moment it is live (its time,
 # its hits, and whether it said that vectors are still missing), and the time to the full
 # semantic generation. Prints a markdown table.
@@ -10,15 +11,16 @@
 #   bash scripts/bench-first-index.sh [REPO...]     (default: this repository)
 #
 # REPO is a local path (work tree or bare repository) or a clone URL. TRAWL_BIN picks the
-# binary (target/debug/trawl by default, built if absent); BENCH_NICE="10 0" the settings;
-# BENCH_QUERY the search's words. The stores are removed at exit.
+# binary (target/debug/trawl by default, built if absent); BENCH_RUNS the runs, separated by
+# `;`, each a space-separated list of KEY=VALUE settings (`-` for none); BENCH_QUERY the
+# search's words. The stores are removed at exit.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bin=${TRAWL_BIN:-target/debug/trawl}
 [ -x "$bin" ] || cargo build -p trawl-cli
 bin=$(realpath "$bin")
 [ $# -gt 0 ] || set -- "$PWD"
-read -r -a nices <<<"${BENCH_NICE:-10 0}"
+IFS=';' read -r -a runs <<<"${BENCH_RUNS:-"-;embed.local_nice=0;chunk.meaning_model=words"}"
 query=${BENCH_QUERY:-"where is the configuration read"}
 bash scripts/fetch-model.sh >/dev/null
 work=$(mktemp -d)
@@ -35,20 +37,27 @@ search_now() {
   printf '%.1f %s %s\n' "$(echo "$t1 - $t0" | bc)" "$hits" "$waiting" >"$out"
 }
 
-echo "| repository | commit | chunks | embed.local_nice | first searchable | search then (s · hits · says vectors missing) | semantic generation | chunks/s overall |"
+echo "| repository | commit | chunks | settings | first searchable | search then (s · hits · says vectors missing) | semantic generation | chunks/s overall |"
 echo "|---|---|---:|---:|---:|---|---:|---:|"
 for repo in "$@"; do
   commit=$(git -C "$repo" rev-parse --short=12 HEAD 2>/dev/null || echo "?")
   name=$(basename "$(realpath -m "$repo")")
   [ "$name" = repo ] && name=$(basename "$(dirname "$(realpath -m "$repo")")")
-  for nice in "${nices[@]}"; do
-    store="$work/store-$nice"
+  for run in "${runs[@]}"; do
+    read -r -a pairs <<<"$run"
+    sets=()
+    for kv in "${pairs[@]}"; do
+      [ "$kv" = - ] || sets+=(--set "$kv")
+    done
+    label=${run:-"-"}
+    [ "$label" = - ] && label="the defaults"
+    store="$work/store"
     rm -rf "$store"
-    log="$work/log-$nice"
+    log="$work/log"
     : >"$log"
     rm -f "$work/search"
-    echo "== $name at $commit, embed.local_nice=$nice" >&2
-    "$bin" --store "$store" --set "embed.local_nice=$nice" index "$repo" 2>&1 |
+    echo "== $name at $commit, $label" >&2
+    "$bin" --store "$store" "${sets[@]}" index "$repo" 2>&1 |
       while IFS= read -r line; do
         printf '%s\n' "$line" >>"$log"
         case $line in
@@ -64,7 +73,7 @@ for repo in "$@"; do
     rate="—"
     [ -n "$total" ] && [ -n "$early" ] && [ -n "$chunks" ] &&
       rate=$(echo "scale=1; $chunks / $total" | bc)
-    echo "| $name | $commit | ${chunks:-?} | $nice | ${early:-—} s | $then | ${total:-?} s | $rate |"
+    echo "| $name | $commit | ${chunks:-?} | $label | ${early:-—} s | $then | ${total:-?} s | $rate |"
     grep -E "^(index|  (chunk|embed|index|early))" "$log" >&2 || true
   done
 done

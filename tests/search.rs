@@ -380,6 +380,17 @@ fn a_long_prose_section_is_cut_where_its_topic_changes() {
         "{text}"
     );
 
+    // Told apart by the words the sentences share, without a model: the same cut.
+    let words = tempfile::tempdir().unwrap();
+    let out = trawl(words.path())
+        .args(["--set", "chunk.meaning_model=words", "index"])
+        .arg(src.path())
+        .args(["--embedder", "hash"])
+        .output()
+        .unwrap();
+    ok(&out);
+    assert_eq!(spans(words.path()), [(1, 8), (9, 13)]);
+
     // Off, the same section is cut where the ceiling falls: inside the alerts.
     let off = tempfile::tempdir().unwrap();
     let out = trawl(off.path())

@@ -40,7 +40,7 @@ pub fn chunk(
     opts: &Options,
 ) -> Chunked {
     let Some(tree) = parse(language, src, opts) else {
-        let mut c = crate::text::chunk(src, opts);
+        let mut c = crate::text::chunk(src, &opts.by_size());
         c.notes.push(Note::ParseTimeout);
         return c;
     };

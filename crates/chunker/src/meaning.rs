@@ -367,6 +367,58 @@ mod tests {
         assert!(texts[2].starts_with("- A password"));
     }
 
+    /// [`Topics`], counting the texts it is asked to read.
+    #[derive(Default)]
+    struct Counting(std::sync::atomic::AtomicUsize);
+    impl Sentences for Counting {
+        fn embed(&self, texts: &[String]) -> Result<Vec<Vec<f32>>, String> {
+            self.0
+                .fetch_add(texts.len(), std::sync::atomic::Ordering::Relaxed);
+            Topics.embed(texts)
+        }
+    }
+
+    #[test]
+    fn data_configuration_and_test_fixtures_are_cut_by_size_without_the_model() {
+        let model = Arc::new(Counting::default());
+        let o = opts(model.clone(), 50, 400);
+        let read = || model.0.load(std::sync::atomic::Ordering::Relaxed);
+        // Blocks apart, as a sentence model would read them one by one.
+        let rows = "job:\n  run: cargo build --release\n\n".repeat(200);
+        for (path, language) in [("runs/jobs.csv", "csv"), ("ci.yml", "yaml")] {
+            let c = crate::chunk(path, Some(language), &rows, crate::Strategy::Ast, &o);
+            assert_eq!(read(), 0, "{path} was read by the sentence model");
+            assert!(!c.notes.contains(&Note::SplitByMeaning));
+            assert!(c.pieces.iter().all(|p| p.text.len() <= 400), "{path}");
+            let kept: usize = c.pieces.iter().map(|p| p.text.len()).sum();
+            assert!(kept + 200 >= rows.len(), "{path}: rows lost");
+        }
+        // So is a test suite's fixture text.
+        for (path, language) in [
+            ("tests/data/sherlock.txt", "text"),
+            ("testdata/GUIDE.md", "markdown"),
+        ] {
+            let c = crate::chunk(
+                path,
+                Some(language),
+                &topic_text(),
+                crate::Strategy::Ast,
+                &o,
+            );
+            assert_eq!(read(), 0, "{path} was read by the sentence model");
+            assert!(!c.notes.contains(&Note::SplitByMeaning));
+        }
+        // Prose still is.
+        let c = crate::chunk(
+            "NOTES",
+            Some("text"),
+            &topic_text(),
+            crate::Strategy::Ast,
+            &o,
+        );
+        assert!(read() > 0 && c.notes.contains(&Note::SplitByMeaning));
+    }
+
     #[test]
     fn a_failing_model_leaves_the_span_to_the_size_split() {
         let src = topic_text();

@@ -514,6 +514,21 @@ pub struct ChunkConfig {
     /// A cut goes where the distance between neighbouring sentences is above this
     /// percentile of the section's distances (0–100); pieces over the ceiling are cut again.
     pub meaning_percentile: f32,
+    /// What tells the sentences apart: `local` (the local model's sentence vectors) or
+    /// `words` (the words and word pairs neighbours share; no model, no wait).
+    pub meaning_model: MeaningModel,
+}
+
+/// What cuts prose by meaning ([`ChunkConfig::meaning_model`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum MeaningModel {
+    /// The local model's sentence vectors: as many forward passes as the prose has
+    /// sentences.
+    #[default]
+    Local,
+    /// Hashed words and word pairs: neighbours that share few words are a change of topic.
+    Words,
 }
 
 impl Default for ChunkConfig {
@@ -526,6 +541,7 @@ impl Default for ChunkConfig {
             strategy: "ast".into(),
             meaning: true,
             meaning_percentile: 95.0,
+            meaning_model: MeaningModel::default(),
         }
     }
 }

@@ -19,6 +19,7 @@ pub mod kind;
 pub mod language;
 pub mod records;
 pub mod retry;
+pub mod role;
 #[cfg(feature = "s3-testing")]
 pub mod s3_testing;
 pub mod secret;

@@ -534,7 +534,9 @@ impl Embedder for LocalEmbedder {
             // Longest first, so each batch pads to inputs of about its own length.
             let mut order: Vec<usize> = (0..inputs.len()).collect();
             order.sort_by_key(|&i| std::cmp::Reverse(inputs[i].len()));
-            let groups: Vec<&[usize]> = order.chunks(batch).collect();
+            // A call smaller than a batch a thread still keeps every thread busy.
+            let per = batch.min(inputs.len().div_ceil(pools.len().max(1))).max(1);
+            let groups: Vec<&[usize]> = order.chunks(per).collect();
             let next = AtomicUsize::new(0);
             let results: Mutex<Vec<(usize, Result<(Vec<Vec<f32>>, u64, u64), String>)>> =
                 Mutex::default();

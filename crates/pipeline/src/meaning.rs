@@ -10,7 +10,8 @@
 use std::sync::Arc;
 
 use trawl_chunk_worker::{Meaning, Sentences};
-use trawl_core::config::{Config, EmbedderKind};
+use trawl_core::config::{Config, EmbedderKind, MeaningModel};
+use trawl_embed::hash::HashEmbedder;
 use trawl_embed::{Embedder, InputType, Vector};
 
 /// An [`Embedder`] as the chunker's sentence model, called from the chunker's blocking
@@ -39,6 +40,18 @@ impl Sentences for EmbedderSentences {
     }
 }
 
+/// Sentences told apart by the words they share ([`MeaningModel::Words`]).
+struct WordSentences(HashEmbedder);
+
+impl Sentences for WordSentences {
+    fn embed(&self, texts: &[String]) -> Result<Vec<Vec<f32>>, String> {
+        Ok(texts.iter().map(|t| self.0.vector(t)).collect())
+    }
+}
+
+/// Dimensions of [`WordSentences`]' hashed vectors: few collisions among a section's words.
+const WORD_DIMS: u32 = 1024;
+
 /// The chunker's [`Meaning`] for a run of `kind`, whose embedder is `run` (when one is
 /// loaded). `None` when `chunk.meaning` is off, the strategy is not `ast`, no runtime is
 /// current, or no local model can be had.
@@ -49,6 +62,13 @@ pub fn for_run(
 ) -> Option<Meaning> {
     if !cfg.chunk.meaning || cfg.chunk.strategy != "ast" {
         return None;
+    }
+    if cfg.chunk.meaning_model == MeaningModel::Words {
+        let words = HashEmbedder::new(WORD_DIMS).expect("dimensions above zero");
+        return Some(Meaning {
+            model: Arc::new(WordSentences(words)),
+            percentile: cfg.chunk.meaning_percentile,
+        });
     }
     let runtime = tokio::runtime::Handle::try_current().ok()?;
     // A copy of its own serves the chunker alone: at normal priority.

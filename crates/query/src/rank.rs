@@ -7,6 +7,7 @@ use std::collections::HashMap;
 
 use trawl_core::ChunkKind;
 use trawl_core::config::QueryConfig;
+pub use trawl_core::role::{Role, role};
 use trawl_index::docs::DocRow;
 
 use crate::index::{is_definition, normalize_symbol};
@@ -197,17 +198,6 @@ pub fn asks_for_docs(query: &str) -> bool {
         .any(|w| WORDS.contains(&w.to_lowercase().as_str()))
 }
 
-/// What a file is for, from its path and the chunk's kind.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Role {
-    Implementation,
-    Test,
-    Example,
-    Docs,
-    /// A commit message: why code changed.
-    History,
-}
-
 /// Whether a question asks why or when code changed (`why was the retry removed`, `when was
 /// the pool added`, `which commit changed the parser`): commit messages then compete with
 /// code on equal terms instead of as prose.
@@ -284,31 +274,6 @@ pub fn named_identifiers(query: &str) -> Vec<String> {
         .collect()
 }
 
-const TEST_DIRS: [&str; 9] = [
-    "test",
-    "tests",
-    "__tests__",
-    "testing",
-    "spec",
-    "specs",
-    "testdata",
-    "fixtures",
-    "e2e",
-];
-const EXAMPLE_DIRS: [&str; 9] = [
-    "example",
-    "examples",
-    "demo",
-    "demos",
-    "sample",
-    "samples",
-    "bench",
-    "benches",
-    "benchmarks",
-];
-const DOC_DIRS: [&str; 3] = ["docs", "doc", "documentation"];
-const PROSE_EXTS: [&str; 7] = ["md", "markdown", "mdx", "rst", "txt", "adoc", "org"];
-
 /// Whether a definition's name says it is a test: a member of a `tests` module (Rust's
 /// `#[cfg(test)] mod tests`), `test_*` (Python, Rust), `Test*` (Go).
 fn test_name(qualified: Option<&str>) -> bool {
@@ -329,46 +294,6 @@ pub fn chunk_role(d: &DocRow) -> Role {
         Role::Implementation if test_name(d.qualified_name.as_deref()) => Role::Test,
         r => r,
     }
-}
-
-/// The role of a file.
-pub fn role(path: &str, kind: ChunkKind) -> Role {
-    if kind == ChunkKind::Commit {
-        return Role::History;
-    }
-    let lower = path.to_lowercase();
-    let mut parts: Vec<&str> = lower.split('/').collect();
-    let file = parts.pop().unwrap_or_default();
-    let (stem, ext) = file.rsplit_once('.').unwrap_or((file, ""));
-    // Type declarations (`index.d.ts`, `.pyi` stubs) describe an API the code implements.
-    let declarations =
-        ext == "pyi" || (ext == "ts" && matches!(stem.rsplit_once('.'), Some((_, "d"))));
-    if matches!(kind, ChunkKind::Section | ChunkKind::Text)
-        || PROSE_EXTS.contains(&ext)
-        || declarations
-    {
-        return Role::Docs;
-    }
-    let test_file = stem.starts_with("test_")
-        || stem.ends_with("_test")
-        || stem.ends_with("_tests")
-        || matches!(
-            stem.rsplit_once('.'),
-            Some((_, "test" | "spec" | "test-d" | "tests"))
-        )
-        || stem == "conftest"
-        || stem == "tests"
-        || (ext == "java" && (stem.ends_with("test") || stem.ends_with("tests")));
-    if test_file || parts.iter().any(|p| TEST_DIRS.contains(p)) {
-        return Role::Test;
-    }
-    if parts.iter().any(|p| EXAMPLE_DIRS.contains(p)) {
-        return Role::Example;
-    }
-    if parts.iter().any(|p| DOC_DIRS.contains(p)) {
-        return Role::Docs;
-    }
-    Role::Implementation
 }
 
 /// The prior of a chunk for a query: below 1 for what the query does not ask for.

@@ -1,0 +1,118 @@
+//! What a file is for — implementation, test, example, docs — from its path: the ranking's
+//! prior, and the chunker's choice of how to cut prose (a test's fixture text is not read by
+//! the sentence model).
+
+use crate::kind::ChunkKind;
+
+/// What a file is for, from its path and the chunk's kind.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Role {
+    Implementation,
+    Test,
+    Example,
+    Docs,
+    /// A commit message: why code changed.
+    History,
+}
+
+const TEST_DIRS: [&str; 9] = [
+    "test",
+    "tests",
+    "__tests__",
+    "testing",
+    "spec",
+    "specs",
+    "testdata",
+    "fixtures",
+    "e2e",
+];
+const EXAMPLE_DIRS: [&str; 9] = [
+    "example",
+    "examples",
+    "demo",
+    "demos",
+    "sample",
+    "samples",
+    "bench",
+    "benches",
+    "benchmarks",
+];
+const DOC_DIRS: [&str; 3] = ["docs", "doc", "documentation"];
+const PROSE_EXTS: [&str; 7] = ["md", "markdown", "mdx", "rst", "txt", "adoc", "org"];
+
+/// The role of a file.
+pub fn role(path: &str, kind: ChunkKind) -> Role {
+    if kind == ChunkKind::Commit {
+        return Role::History;
+    }
+    let lower = path.to_lowercase();
+    let mut parts: Vec<&str> = lower.split('/').collect();
+    let file = parts.pop().unwrap_or_default();
+    let (stem, ext) = file.rsplit_once('.').unwrap_or((file, ""));
+    // Type declarations (`index.d.ts`, `.pyi` stubs) describe an API the code implements.
+    let declarations =
+        ext == "pyi" || (ext == "ts" && matches!(stem.rsplit_once('.'), Some((_, "d"))));
+    if matches!(kind, ChunkKind::Section | ChunkKind::Text)
+        || PROSE_EXTS.contains(&ext)
+        || declarations
+    {
+        return Role::Docs;
+    }
+    if test_file(stem, ext) || parts.iter().any(|p| TEST_DIRS.contains(p)) {
+        return Role::Test;
+    }
+    if parts.iter().any(|p| EXAMPLE_DIRS.contains(p)) {
+        return Role::Example;
+    }
+    if parts.iter().any(|p| DOC_DIRS.contains(p)) {
+        return Role::Docs;
+    }
+    Role::Implementation
+}
+
+/// Whether a file's name says it holds tests (`test_x.py`, `x_test.go`, `x.spec.ts`,
+/// `conftest.py`, `XTest.java`).
+fn test_file(stem: &str, ext: &str) -> bool {
+    stem.starts_with("test_")
+        || stem.ends_with("_test")
+        || stem.ends_with("_tests")
+        || matches!(
+            stem.rsplit_once('.'),
+            Some((_, "test" | "spec" | "test-d" | "tests"))
+        )
+        || stem == "conftest"
+        || stem == "tests"
+        || (ext == "java" && (stem.ends_with("test") || stem.ends_with("tests")))
+}
+
+/// Whether `path` is part of a test suite — under a test or fixture directory
+/// (`tests/data/sherlock.txt`, `testdata/`, `__tests__/`) or named as a test — whatever its
+/// kind: prose there is fixture text, not documentation.
+pub fn in_tests(path: &str) -> bool {
+    let lower = path.to_lowercase();
+    let mut parts: Vec<&str> = lower.split('/').collect();
+    let file = parts.pop().unwrap_or_default();
+    let (stem, ext) = file.rsplit_once('.').unwrap_or((file, ""));
+    test_file(stem, ext) || parts.iter().any(|p| TEST_DIRS.contains(p))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fixture_text_is_in_tests_and_documentation_is_not() {
+        assert!(in_tests("tests/data/sherlock-nul.txt"));
+        assert!(in_tests("pkg/testdata/golden.md"));
+        assert!(in_tests("src/__tests__/notes.txt"));
+        assert!(in_tests("src/parser_test.go"));
+        assert!(!in_tests("README.md"));
+        assert!(!in_tests("docs/guide/testing.md"));
+        assert!(!in_tests("src/contest.txt"));
+        // The ranking still takes fixture prose for docs.
+        assert_eq!(
+            role("tests/data/sherlock-nul.txt", ChunkKind::Text),
+            Role::Docs
+        );
+    }
+}
