@@ -380,27 +380,24 @@ fn a_long_prose_section_is_cut_where_its_topic_changes() {
         "{text}"
     );
 
+    // The spans of the file indexed into a fresh store with one setting changed.
+    let spans_with = |setting: &str| {
+        let work = tempfile::tempdir().unwrap();
+        let out = trawl(work.path())
+            .args(["--set", setting, "index"])
+            .arg(src.path())
+            .args(["--embedder", "hash"])
+            .output()
+            .unwrap();
+        ok(&out);
+        spans(work.path())
+    };
+
     // Told apart by the words the sentences share, without a model: the same cut.
-    let words = tempfile::tempdir().unwrap();
-    let out = trawl(words.path())
-        .args(["--set", "chunk.meaning_model=words", "index"])
-        .arg(src.path())
-        .args(["--embedder", "hash"])
-        .output()
-        .unwrap();
-    ok(&out);
-    assert_eq!(spans(words.path()), [(1, 8), (9, 13)]);
+    assert_eq!(spans_with("chunk.meaning_model=words"), [(1, 8), (9, 13)]);
 
     // Off, the same section is cut where the ceiling falls: inside the alerts.
-    let off = tempfile::tempdir().unwrap();
-    let out = trawl(off.path())
-        .args(["--set", "chunk.meaning=false", "index"])
-        .arg(src.path())
-        .args(["--embedder", "hash"])
-        .output()
-        .unwrap();
-    ok(&out);
-    let cut = spans(off.path());
+    let cut = spans_with("chunk.meaning=false");
     assert_eq!(cut.len(), 2, "{cut:?}");
     assert!(
         cut[0].1 > 8,
