@@ -374,7 +374,11 @@ fn open_segment(
     }
     let vectors = if seg.vectors > 0 {
         let path = dir.join("vectors.usearch");
-        let index = usearch::Index::restore(&path.to_string_lossy())
+        // Memory-mapped, not read in: opening costs nothing and the pages are the kernel's to
+        // share and evict. A segment's files are written once and never rewritten in place (a
+        // generation writes new directories; the cache downloads into a temporary one and
+        // renames it), so a mapping stays valid even after a collection unlinks them.
+        let index = usearch::Index::restore_view(&path.to_string_lossy())
             .map_err(|e| idx(format!("vector index: {e}")))?;
         Some(index)
     } else {
