@@ -46,9 +46,7 @@ pub fn role(path: &str, kind: ChunkKind) -> Role {
         return Role::History;
     }
     let lower = path.to_lowercase();
-    let mut parts: Vec<&str> = lower.split('/').collect();
-    let file = parts.pop().unwrap_or_default();
-    let (stem, ext) = file.rsplit_once('.').unwrap_or((file, ""));
+    let (parts, stem, ext) = split(&lower);
     // Type declarations (`index.d.ts`, `.pyi` stubs) describe an API the code implements.
     let declarations =
         ext == "pyi" || (ext == "ts" && matches!(stem.rsplit_once('.'), Some((_, "d"))));
@@ -58,7 +56,7 @@ pub fn role(path: &str, kind: ChunkKind) -> Role {
     {
         return Role::Docs;
     }
-    if test_file(stem, ext) || parts.iter().any(|p| TEST_DIRS.contains(p)) {
+    if tests(&parts, stem, ext) {
         return Role::Test;
     }
     if parts.iter().any(|p| EXAMPLE_DIRS.contains(p)) {
@@ -90,10 +88,21 @@ fn test_file(stem: &str, ext: &str) -> bool {
 /// kind: prose there is fixture text, not documentation.
 pub fn in_tests(path: &str) -> bool {
     let lower = path.to_lowercase();
+    let (parts, stem, ext) = split(&lower);
+    tests(&parts, stem, ext)
+}
+
+/// A lowercased path's directories, its file's stem and its extension (`""` when none).
+fn split(lower: &str) -> (Vec<&str>, &str, &str) {
     let mut parts: Vec<&str> = lower.split('/').collect();
     let file = parts.pop().unwrap_or_default();
     let (stem, ext) = file.rsplit_once('.').unwrap_or((file, ""));
-    test_file(stem, ext) || parts.iter().any(|p| TEST_DIRS.contains(p))
+    (parts, stem, ext)
+}
+
+/// Whether a file is part of a test suite: under a test directory, or named as a test.
+fn tests(dirs: &[&str], stem: &str, ext: &str) -> bool {
+    test_file(stem, ext) || dirs.iter().any(|p| TEST_DIRS.contains(p))
 }
 
 #[cfg(test)]

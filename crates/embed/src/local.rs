@@ -534,7 +534,8 @@ impl Embedder for LocalEmbedder {
             // Longest first, so each batch pads to inputs of about its own length.
             let mut order: Vec<usize> = (0..inputs.len()).collect();
             order.sort_by_key(|&i| std::cmp::Reverse(inputs[i].len()));
-            // A call smaller than a batch a thread still keeps every thread busy.
+            // A call of fewer inputs than a batch per thread is shared out evenly, so that
+            // every thread has some.
             let per = batch.min(inputs.len().div_ceil(pools.len().max(1))).max(1);
             let groups: Vec<&[usize]> = order.chunks(per).collect();
             let next = AtomicUsize::new(0);

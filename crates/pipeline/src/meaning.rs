@@ -3,9 +3,10 @@
 //! the local model.
 //!
 //! Which model: the run's own embedder when it is the local model (one copy of the weights
-//! in memory, through its foreground lane, at normal priority) or the hash test embedder; with a hosted embedder, the local model if it is installed — a
-//! hosted API is never billed for cutting prose. Without one, prose is cut by size as before,
-//! with a warning.
+//! in memory, through its foreground lane, at normal priority) or the hash test embedder;
+//! with a hosted embedder, the local model if it is installed — a hosted API is never billed
+//! for cutting prose. Without one, prose is cut by size as before, with a warning. With
+//! `chunk.meaning_model = words`, no model: the words neighbouring sentences share.
 
 use std::sync::Arc;
 
