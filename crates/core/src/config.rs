@@ -79,6 +79,10 @@ pub struct QueryConfig {
     pub test_prior: f64,
     /// Prior of documentation when the query asks for code (1 = off).
     pub docs_prior: f64,
+    /// Prior of documentation for a question asked as a user of the code (`how can I …`,
+    /// `my command …`): such a question is answered by a doc page as often as by the code
+    /// (the value of `docs_prior` = no difference from any other question).
+    pub usage_docs_prior: f64,
     /// Prior of a file's table of contents and of class skeletons (1 = off).
     pub wide_prior: f64,
     /// Prior of module-level code (statements outside any definition) when the query asks
@@ -161,6 +165,7 @@ impl Default for QueryConfig {
             message_boost: 1.0,
             test_prior: 0.5,
             docs_prior: 0.6,
+            usage_docs_prior: 1.0,
             wide_prior: 0.5,
             module_prior: 1.0,
             narrow: true,

@@ -124,12 +124,14 @@ pub fn ablations() -> Vec<Ablation> {
         ("role prior", |p| {
             p.test_prior = 1.0;
             p.docs_prior = 1.0;
+            p.usage_docs_prior = 1.0;
             p.module_prior = 1.0;
         }),
         ("narrow citations", |p| {
             p.wide_prior = 1.0;
             p.narrow = false;
         }),
+        ("usage questions", |p| p.usage_docs_prior = p.docs_prior),
         ("prose lending", |p| p.prose_lend = 0.0),
         ("callers", |p| p.callers_boost = 0.0),
         ("commit messages", |p| p.commits = false),

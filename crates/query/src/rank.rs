@@ -36,10 +36,31 @@ impl Intent {
         }
     }
 
-    /// Whether the query asks for code (every intent but a question about the docs).
-    fn wants_code(self, query: &str) -> bool {
-        self != Intent::Natural || !asks_for_docs(query)
+    /// What the query asks for: docs when a question names them, code or docs alike when a
+    /// question is asked as a user of the code, code otherwise.
+    pub fn wants(self, query: &str) -> Wants {
+        if self != Intent::Natural {
+            Wants::Code
+        } else if asks_for_docs(query) {
+            Wants::Docs
+        } else if asks_as_user(query) {
+            Wants::Usage
+        } else {
+            Wants::Code
+        }
     }
+}
+
+/// What a query asks for, which sets the role prior.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Wants {
+    /// The implementation: tests, examples and docs weigh less.
+    Code,
+    /// Documentation (`where is the install guide`): the rest weighs less.
+    Docs,
+    /// How to use the code (`how can I …`, `my command …`): the implementation and the docs
+    /// both answer; docs weigh `usage_docs_prior`.
+    Usage,
 }
 
 /// Whether a query looks like an identifier: one token with a separator or a case change
@@ -198,6 +219,17 @@ pub fn asks_for_docs(query: &str) -> bool {
         .any(|w| WORDS.contains(&w.to_lowercase().as_str()))
 }
 
+/// Whether a question is asked as a user of the code rather than about how it works: it
+/// speaks in the first person (`how can I …`, `my command ignores …`, `as a user, …`).
+pub fn asks_as_user(query: &str) -> bool {
+    const WORDS: [&str; 8] = ["i", "my", "me", "mine", "myself", "we", "our", "us"];
+    let lower = query.to_lowercase();
+    lower.contains("as a user")
+        || lower
+            .split(|c: char| !c.is_alphanumeric())
+            .any(|w| WORDS.contains(&w))
+}
+
 /// Whether a question asks why or when code changed (`why was the retry removed`, `when was
 /// the pool added`, `which commit changed the parser`): commit messages then compete with
 /// code on equal terms instead of as prose.
@@ -297,33 +329,24 @@ pub fn chunk_role(d: &DocRow) -> Role {
 }
 
 /// The prior of a chunk for a query: below 1 for what the query does not ask for.
-pub fn prior(d: &DocRow, wants_code: bool, history: bool, params: &QueryConfig) -> f64 {
+pub fn prior(d: &DocRow, wants: Wants, history: bool, params: &QueryConfig) -> f64 {
     let role = chunk_role(d);
-    let mut p = if role == Role::History {
+    let mut p = match (role, wants) {
         // Commit messages are prose: they compete as docs unless the question asks why or
         // when something changed.
-        if history {
-            params.history_prior
-        } else if !wants_code {
-            1.0
-        } else {
-            params.docs_prior
-        }
-    } else if wants_code {
-        match role {
-            Role::Implementation => 1.0,
-            Role::Test | Role::Example => params.test_prior,
-            Role::Docs | Role::History => params.docs_prior,
-        }
-    } else {
-        match role {
-            Role::Docs => 1.0,
-            _ => params.docs_prior.max(params.test_prior).sqrt(),
-        }
+        (Role::History, _) if history => params.history_prior,
+        (Role::History, Wants::Docs) => 1.0,
+        (Role::History, _) => params.docs_prior,
+        (Role::Implementation, Wants::Code | Wants::Usage) => 1.0,
+        (Role::Test | Role::Example, Wants::Code | Wants::Usage) => params.test_prior,
+        (Role::Docs, Wants::Code) => params.docs_prior,
+        (Role::Docs, Wants::Usage) => params.usage_docs_prior,
+        (Role::Docs, Wants::Docs) => 1.0,
+        (_, Wants::Docs) => params.docs_prior.max(params.test_prior).sqrt(),
     };
     if is_wide(d.kind) {
         p *= params.wide_prior;
-    } else if d.kind == ChunkKind::Code && wants_code {
+    } else if d.kind == ChunkKind::Code && wants != Wants::Docs {
         p *= params.module_prior;
     }
     p
@@ -568,10 +591,10 @@ pub fn adjust<'a, S: std::hash::BuildHasher>(
             }
         }
     }
-    let wants_code = intent.wants_code(query);
+    let wants = intent.wants(query);
     let history = asks_for_history(query);
     for (key, v) in fused.iter_mut() {
-        *v *= prior(doc(*key), wants_code, history, params);
+        *v *= prior(doc(*key), wants, history, params);
     }
 }
 
@@ -672,6 +695,30 @@ mod tests {
         ] {
             assert_eq!(classify(q), want, "{q}");
         }
+    }
+
+    #[test]
+    fn questions_asked_as_a_user_want_docs_as_much_as_code() {
+        for q in [
+            "How can I pass a value that starts with a dash?",
+            "why does my route keep answering 404",
+            "As a user, how do you switch off active help?",
+        ] {
+            assert!(asks_as_user(q), "{q}");
+            assert_eq!(classify(q).wants(q), Wants::Usage, "{q}");
+        }
+        for q in [
+            "how is the retry delay computed",
+            "where is the default usage text written",
+            "what does --id imply",
+        ] {
+            assert!(!asks_as_user(q), "{q}");
+            assert_eq!(classify(q).wants(q), Wants::Code, "{q}");
+        }
+        assert_eq!(
+            classify("where is the install guide").wants("where is the install guide"),
+            Wants::Docs
+        );
     }
 
     #[test]
