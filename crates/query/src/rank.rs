@@ -335,13 +335,11 @@ pub fn prior(d: &DocRow, wants: Wants, history: bool, params: &QueryConfig) -> f
         // Commit messages are prose: they compete as docs unless the question asks why or
         // when something changed.
         (Role::History, _) if history => params.history_prior,
-        (Role::History, Wants::Docs) => 1.0,
-        (Role::History, _) => params.docs_prior,
-        (Role::Implementation, Wants::Code | Wants::Usage) => 1.0,
+        (Role::History | Role::Docs, Wants::Docs)
+        | (Role::Implementation, Wants::Code | Wants::Usage) => 1.0,
+        (Role::History, _) | (Role::Docs, Wants::Code) => params.docs_prior,
         (Role::Test | Role::Example, Wants::Code | Wants::Usage) => params.test_prior,
-        (Role::Docs, Wants::Code) => params.docs_prior,
         (Role::Docs, Wants::Usage) => params.usage_docs_prior,
-        (Role::Docs, Wants::Docs) => 1.0,
         (_, Wants::Docs) => params.docs_prior.max(params.test_prior).sqrt(),
     };
     if is_wide(d.kind) {
