@@ -56,6 +56,8 @@ pub struct QueryConfig {
     pub poll_secs: u64,
     /// Reciprocal rank fusion constant: a hit at rank r of an arm scores weight / (rrf_k + r).
     pub rrf_k: f64,
+    /// How the arms become one ranking: by rank (`rrf`) or by score (`scores`).
+    pub fusion: Fusion,
     /// Weight of the vector (ANN) arm in the fusion.
     pub weight_vector: f64,
     /// Weight of the lexical (BM25) arm in the fusion.
@@ -156,6 +158,7 @@ impl Default for QueryConfig {
             cache_dir: PathBuf::new(),
             poll_secs: 10,
             rrf_k: 20.0,
+            fusion: Fusion::Rrf,
             weight_vector: 0.7,
             weight_lexical: 1.0,
             identifier_lexical_weight: 2.0,
@@ -300,6 +303,21 @@ impl Default for CompactConfig {
             spill_memory_mb: 512,
         }
     }
+}
+
+/// How the search arms' results are fused into one ranking: `query.fusion`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Fusion {
+    /// Reciprocal rank fusion: a hit at rank r of an arm adds weight / (rrf_k + r). Only the
+    /// order counts, so a clear winner of one arm weighs what a near tie does.
+    #[default]
+    Rrf,
+    /// A convex combination of scores: each arm's scores min-max normalised over the
+    /// candidates it returned (its best 1, its last 0), times the arm's weight, over
+    /// (rrf_k + 1) so that the best fused score is on RRF's scale (the boosts and priors
+    /// added after fusion keep their meaning).
+    Scores,
 }
 
 /// What the local model reads: `embed.local_input`.

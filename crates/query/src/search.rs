@@ -12,7 +12,7 @@ use std::sync::Arc;
 use globset::GlobSet;
 use rayon::prelude::*;
 use trawl_core::ChunkKind;
-use trawl_core::config::QueryConfig;
+use trawl_core::config::{Fusion, QueryConfig};
 use trawl_index::VectorData;
 use trawl_index::docs::DocRow;
 
@@ -322,9 +322,7 @@ pub fn candidates_with(
                 (&hyde_hits, params.hyde_weight),
             ];
             for (arm, w) in arms {
-                for (rank, &(s, o, _)) in arm.iter().enumerate() {
-                    *fused.entry((s, o)).or_default() += w / (params.rrf_k + rank as f64 + 1.0);
-                }
+                fuse_arm(&mut fused, arm, w, params);
             }
         }
     }
@@ -399,6 +397,30 @@ pub fn candidates_with(
         rank::narrow(&mut candidates, |s, o| doc((s, o)));
     }
     Ok(Ranked { candidates, notes })
+}
+
+/// Adds one arm's candidates (best first) to the fused scores, weighted by `w`, as
+/// `query.fusion` says.
+fn fuse_arm(fused: &mut HashMap<(u32, u32), f64>, arm: &[Candidate], w: f64, params: &QueryConfig) {
+    match params.fusion {
+        Fusion::Rrf => {
+            for (rank, &(s, o, _)) in arm.iter().enumerate() {
+                *fused.entry((s, o)).or_default() += w / (params.rrf_k + rank as f64 + 1.0);
+            }
+        }
+        Fusion::Scores => {
+            let (lo, hi) = arm
+                .iter()
+                .fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), c| {
+                    (lo.min(c.2), hi.max(c.2))
+                });
+            let span = hi - lo;
+            for &(s, o, score) in arm {
+                let norm = if span > 0.0 { (score - lo) / span } else { 1.0 };
+                *fused.entry((s, o)).or_default() += w * norm / (params.rrf_k + 1.0);
+            }
+        }
+    }
 }
 
 /// The leading words of `text` that hold at most `max` distinct index terms, and how many
@@ -962,5 +984,39 @@ mod tests {
         assert!(dropped > 4000, "{dropped}");
         let (same, none) = cap_terms("parse the config file", 64);
         assert_eq!((same.as_ref(), none), ("parse the config file", 0));
+    }
+
+    /// Fused by score, an arm's clear winner stays ahead of what another arm ranks first by
+    /// a hair; by rank the two tie.
+    #[test]
+    fn score_fusion_keeps_a_clear_winner_ahead() {
+        let lexical: Vec<Candidate> = vec![(0, 1, 10.0), (0, 2, 1.0), (0, 3, 0.9)];
+        let vector: Vec<Candidate> = vec![(0, 2, 0.81), (0, 1, 0.80), (0, 3, 0.10)];
+        let fuse = |fusion| {
+            let params = QueryConfig {
+                fusion,
+                ..QueryConfig::default()
+            };
+            let mut fused = HashMap::new();
+            fuse_arm(&mut fused, &lexical, 1.0, &params);
+            fuse_arm(&mut fused, &vector, 1.0, &params);
+            fused
+        };
+        let rrf = fuse(Fusion::Rrf);
+        assert!((rrf[&(0, 1)] - rrf[&(0, 2)]).abs() < 1e-12);
+        let scores = fuse(Fusion::Scores);
+        assert!(scores[&(0, 1)] > 1.5 * scores[&(0, 2)], "{scores:?}");
+        // The last of both arms adds nothing; the best of both is on RRF's scale.
+        assert!(scores[&(0, 3)].abs() < 1e-12);
+        let top = 2.0 / (QueryConfig::default().rrf_k + 1.0);
+        assert!(scores.values().all(|&v| v <= top + 1e-12));
+        // One candidate, or all equal: each gets the arm's full weight.
+        let mut one = HashMap::new();
+        let p = QueryConfig {
+            fusion: Fusion::Scores,
+            ..QueryConfig::default()
+        };
+        fuse_arm(&mut one, &[(0, 7, 3.0)], 0.5, &p);
+        assert!((one[&(0, 7)] - 0.5 / (p.rrf_k + 1.0)).abs() < 1e-12);
     }
 }
