@@ -89,8 +89,10 @@ struct Commit {
     commit: CommitId,
 }
 
-/// Rows an open file buffers before it writes them as one batch.
-const BUFFERED_ROWS: usize = 256;
+/// Rows a router buffers across all its open files before the fullest is written as one
+/// batch: the buffers hold the same whatever the number of files (shards grow with the
+/// corpus at a fixed shard size; a fixed number of rows per file would grow with them).
+const BUFFERED_ROWS: usize = 4096;
 
 /// Arrow batches appended to a local file (the IPC stream format: written as they come,
 /// nothing held).
@@ -190,6 +192,9 @@ fn doc_batch(docs: &[(DocRow, Vectors)], with_vectors: bool) -> Result<RecordBat
 struct Router {
     sinks: Vec<Sink>,
     pending: Vec<Vec<(DocRow, Vectors)>>,
+    /// Rows in `pending`, all files together; at most `limit`.
+    buffered: usize,
+    limit: usize,
     with_vectors: bool,
 }
 
@@ -211,14 +216,21 @@ impl Router {
         Ok(Self {
             sinks,
             pending: (0..n).map(|_| Vec::new()).collect(),
+            buffered: 0,
+            limit: BUFFERED_ROWS,
             with_vectors,
         })
     }
 
     fn push(&mut self, to: usize, doc: DocRow, vectors: Vectors) -> Result<(), CompactError> {
         self.pending[to].push((doc, vectors));
-        if self.pending[to].len() >= BUFFERED_ROWS {
-            self.flush(to)?;
+        self.buffered += 1;
+        if self.buffered >= self.limit {
+            // The fullest file: the batches written stay as large as the budget allows.
+            let fullest = (0..self.pending.len())
+                .max_by_key(|&i| self.pending[i].len())
+                .unwrap_or(to);
+            self.flush(fullest)?;
         }
         Ok(())
     }
@@ -228,6 +240,7 @@ impl Router {
             return Ok(());
         }
         let rows = std::mem::take(&mut self.pending[to]);
+        self.buffered -= rows.len();
         let batch = doc_batch(&rows, self.with_vectors)?;
         self.sinks[to].write(&batch)
     }
@@ -635,4 +648,62 @@ fn read_shard(path: &Path, dtype: Dtype) -> Result<Vec<LiveDoc>, CompactError> {
         }
     }
     Ok(by_id.into_values().collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// However many files a router writes to, it buffers at most its budget of rows, and
+    /// every row reaches its file, in order.
+    #[test]
+    fn a_router_buffers_a_fixed_number_of_rows_whatever_the_number_of_files() {
+        let dir = tempfile::tempdir().unwrap();
+        for files in [1usize, 13, 133, 600] {
+            let mut router = Router::create(dir.path(), &format!("f{files}"), files, true).unwrap();
+            router.limit = 64;
+            let mut sent = vec![Vec::new(); files];
+            for i in 0..2_000u64 {
+                // Skewed: a third of the rows to file 0, the rest spread.
+                let to = if i % 3 == 0 {
+                    0
+                } else {
+                    (i as usize * 7) % files
+                };
+                let doc = trawl_index::testing::handler_doc(i, &format!("def handler_{i}(): pass"));
+                sent[to].push(doc.chunk_id);
+                let v = Vectors {
+                    vector: Some(vec![i as f32; 4]),
+                    vector_bytes: None,
+                };
+                router.push(to, doc, v).unwrap();
+                assert!(
+                    router.buffered < router.limit,
+                    "{files} files: {} rows buffered",
+                    router.buffered
+                );
+                assert_eq!(
+                    router.buffered,
+                    router.pending.iter().map(Vec::len).sum::<usize>()
+                );
+            }
+            router.finish().unwrap();
+            for (k, want) in sent.iter().enumerate() {
+                let mut got = Vec::new();
+                let mut vectors = 0;
+                for batch in batches(&dir.path().join(format!("f{files}-{k}.arrow"))).unwrap() {
+                    let batch = batch.unwrap();
+                    let docs: Vec<DocRow> = serde_arrow::from_record_batch(&batch).unwrap();
+                    let v: Vec<Vectors> = serde_arrow::from_record_batch(&batch).unwrap();
+                    vectors += v
+                        .iter()
+                        .filter(|v| v.vector.as_ref().is_some_and(|x| x.len() == 4))
+                        .count();
+                    got.extend(docs.into_iter().map(|d| d.chunk_id));
+                }
+                assert_eq!(&got, want, "{files} files: file {k}");
+                assert_eq!(vectors, want.len());
+            }
+        }
+    }
 }
