@@ -214,6 +214,11 @@ impl<'s> Walker<'s> {
                 if is_js_function(value) {
                     return Some((node, Kind::Function));
                 }
+                // `module.exports = class Application extends Emitter { … }`,
+                // `const Foo = class { … }`: a class, with its methods.
+                if value.kind() == "class" {
+                    return Some((node, Kind::Class));
+                }
                 // An object literal with function members is a scope, as a namespace is.
                 if value.kind() == "object" && has_function_member(value) {
                     return Some((node, Kind::Module));
@@ -860,9 +865,12 @@ impl<'s> Walker<'s> {
         // `const proto = module.exports = { … }`: the object is the body.
         if self.spec.arrow_functions
             && let Some((_, value)) = self.js_assignment(node)
-            && value.kind() == "object"
         {
-            return Some(value);
+            match value.kind() {
+                "object" => return Some(value),
+                "class" => return value.child_by_field_name("body"),
+                _ => {}
+            }
         }
         if let Some(b) = node.child_by_field_name("body") {
             return Some(b);
@@ -1110,6 +1118,13 @@ fn js_naming(target: &str, own: Option<&str>, kind: Kind) -> (Option<String>, St
         return (None, segs.join("."), kind);
     }
     let exports = segs[0] == "exports" || segs.starts_with(&["module", "exports"]);
+    if kind == Kind::Class {
+        // A class is known by its own name (`module.exports = class Application`), else by
+        // what it is assigned to; what exports it is no owner.
+        let name = own.unwrap_or(last);
+        let owner = (!exports && !owner.is_empty()).then(|| owner.join("."));
+        return (owner, name.to_owned(), kind);
+    }
     match (segs.as_slice(), own) {
         (["module", "exports"], Some(own)) => (None, own.to_owned(), Kind::Function),
         ([_], _) => (None, (*last).to_owned(), kind),

@@ -174,6 +174,39 @@ fn module_exports_of_a_named_function_is_that_function() {
 }
 
 #[test]
+fn a_class_assigned_to_module_exports_is_a_class_with_its_methods() {
+    let src = "const Emitter = require('events');\n\n/**\n * The application.\n */\nmodule.exports = class Application extends Emitter {\n  /**\n   * Return a request handler callback.\n   */\n  callback () {\n    const fn = this.compose(this.middleware);\n    return (req, res) => this.handleRequest(req, res, fn);\n  }\n\n  listen (...args) {\n    return this.callback();\n  }\n};\n\nconst Store = class {\n  get (k) { return k; }\n};\n\nns.Walker = class Walker {\n  run () {}\n};\n";
+    for lang in ["javascript", "typescript"] {
+        let recs = records("lib/application.js", lang, src);
+        let app = by_symbol(&recs, "Application");
+        assert_eq!(app.kind, crate::Kind::Class, "{lang}");
+        assert_eq!(app.qualified_name.as_deref(), Some("Application"));
+        assert!(
+            app.text.starts_with("/**\n * The application."),
+            "{lang}: {}",
+            app.text
+        );
+        assert_eq!(
+            app.members,
+            ["Application.callback", "Application.listen"],
+            "{lang}"
+        );
+        let store = by_symbol(&recs, "Store");
+        assert_eq!(
+            (store.kind, store.members.as_slice()),
+            (crate::Kind::Class, &["Store.get".to_owned()][..])
+        );
+        let walker = by_symbol(&recs, "Walker");
+        assert_eq!(
+            walker.qualified_name.as_deref(),
+            Some("ns.Walker"),
+            "{lang}"
+        );
+        assert_eq!(walker.members, ["ns.Walker.run"], "{lang}");
+    }
+}
+
+#[test]
 fn typescript_assignments_are_definitions_too() {
     let src = "import x from 'y';\n\n/** Status. */\nres.status = function (code: number): Res {\n  return this;\n};\n\nFoo.prototype.bar = async (a: string) => {\n  return a;\n};\n\nexport const api = {\n  get(id: string) {\n    return id;\n  },\n};\n";
     for lang in ["typescript", "tsx"] {

@@ -350,9 +350,9 @@ pub fn candidates_with(
         let mut defs = definitions(&key);
         let mut boost = EXACT_SYMBOL;
         if defs.is_empty()
-            && let Some((_, member)) = key.rsplit_once('.')
+            && let Some((owner, member)) = key.rsplit_once('.')
         {
-            let named = definitions(member);
+            let named = owned_by(owner, definitions(member), doc);
             if named.len() <= MAX_MEMBER_MATCHES {
                 defs = named;
                 boost = MEMBER_SYMBOL;
@@ -374,9 +374,9 @@ pub fn candidates_with(
             let key = normalize_symbol(&name);
             let mut defs = definitions(&key);
             if defs.is_empty()
-                && let Some((_, member)) = key.rsplit_once('.')
+                && let Some((owner, member)) = key.rsplit_once('.')
             {
-                defs = definitions(member);
+                defs = owned_by(owner, definitions(member), doc);
             }
             if defs.is_empty() || defs.len() > MAX_MEMBER_MATCHES {
                 continue;
@@ -446,6 +446,56 @@ pub const EXACT_SYMBOL: f64 = 1.0;
 pub const MEMBER_SYMBOL: f64 = 0.5;
 /// A member name defined more often than this says too little to boost any of them.
 pub const MAX_MEMBER_MATCHES: usize = 3;
+
+/// The definitions of a member name that `owner` (as the query wrote it: `app` in
+/// `app.callback`) may stand for, when there are too many to boost them all: those whose
+/// owner in the qualified name, or whose file's name, `owner` abbreviates (`app` →
+/// `Application`, `ctx` → `context.js`, `cmd` → `Command`). Few enough are kept as they are.
+fn owned_by<'a>(
+    owner: &str,
+    defs: Vec<rank::Key>,
+    doc: impl Fn(rank::Key) -> &'a DocRow,
+) -> Vec<rank::Key> {
+    if defs.len() <= MAX_MEMBER_MATCHES {
+        return defs;
+    }
+    let owner = owner.rsplit('.').next().unwrap_or(owner);
+    defs.into_iter()
+        .filter(|&k| {
+            let d = doc(k);
+            let of_qualified = d
+                .qualified_name
+                .as_deref()
+                .and_then(|q| {
+                    normalize_symbol(q)
+                        .rsplit_once('.')
+                        .map(|(o, _)| o.to_owned())
+                })
+                .map(|o| o.rsplit('.').next().unwrap_or_default().to_owned());
+            let stem = d
+                .path
+                .rsplit('/')
+                .next()
+                .and_then(|f| f.split('.').next())
+                .map(str::to_lowercase);
+            [of_qualified, stem]
+                .into_iter()
+                .flatten()
+                .any(|long| abbreviates(owner, &long))
+        })
+        .collect()
+}
+
+/// Whether `short` abbreviates `long` (both lowercase): the same first letter, and every
+/// letter of `short` in `long`, in order (`app`, `application`; `ctx`, `context`). One letter
+/// says too little.
+fn abbreviates(short: &str, long: &str) -> bool {
+    if short.chars().count() < 2 || short.chars().next() != long.chars().next() {
+        return false;
+    }
+    let mut rest = long.chars();
+    short.chars().all(|c| rest.any(|l| l == c))
+}
 
 /// What the vector arm searches with, the same for every segment.
 struct VectorArm<'a> {
@@ -1018,5 +1068,44 @@ mod tests {
         };
         fuse_arm(&mut one, &[(0, 7, 3.0)], 0.5, &p);
         assert!((one[&(0, 7)] - 0.5 / (p.rrf_k + 1.0)).abs() < 1e-12);
+    }
+
+    #[test]
+    fn an_owner_abbreviates_the_class_or_file_it_stands_for() {
+        assert!(abbreviates("app", "application"));
+        assert!(abbreviates("ctx", "context"));
+        assert!(abbreviates("cmd", "command"));
+        assert!(abbreviates("command", "command"));
+        assert!(!abbreviates("app", "group"));
+        assert!(!abbreviates("xt", "context"));
+        assert!(!abbreviates("a", "application"));
+        assert!(!abbreviates("tcx", "context"));
+    }
+
+    #[test]
+    fn a_member_named_through_an_abbreviated_owner_finds_its_definition() {
+        let def = |i: u64, q: &str, path: &str| {
+            let mut d = trawl_index::testing::handler_doc(i, "callback () {}");
+            d.qualified_name = Some(q.to_owned());
+            d.symbol = q.rsplit('.').next().map(str::to_owned);
+            d.path = path.to_owned();
+            d
+        };
+        let docs = [
+            def(0, "Group.result_callback", "src/click/core.py"),
+            def(1, "Application.callback", "lib/application.js"),
+            def(2, "Option.callback", "src/option.py"),
+            def(3, "Parser.callback", "src/parser.py"),
+            def(4, "callback", "lib/context.js"),
+        ];
+        let keys: Vec<rank::Key> = (0..docs.len() as u32).map(|o| (0, o)).collect();
+        let doc = |(_, o): rank::Key| &docs[o as usize];
+        assert_eq!(owned_by("app", keys.clone(), doc), vec![(0, 1)]);
+        // The file's name stands for a module-level definition's owner.
+        assert_eq!(owned_by("ctx", keys.clone(), doc), vec![(0, 4)]);
+        // Nothing it abbreviates: none of the many is boosted.
+        assert!(owned_by("zz", keys.clone(), doc).is_empty());
+        // Few definitions: kept whatever the owner.
+        assert_eq!(owned_by("zz", keys[..2].to_vec(), doc), keys[..2].to_vec());
     }
 }
