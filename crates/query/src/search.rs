@@ -463,15 +463,11 @@ fn owned_by<'a>(
     defs.into_iter()
         .filter(|&k| {
             let d = doc(k);
+            // `Application.callback` → `application`: the segment before the member.
             let of_qualified = d
                 .qualified_name
                 .as_deref()
-                .and_then(|q| {
-                    normalize_symbol(q)
-                        .rsplit_once('.')
-                        .map(|(o, _)| o.to_owned())
-                })
-                .map(|o| o.rsplit('.').next().unwrap_or_default().to_owned());
+                .and_then(|q| normalize_symbol(q).rsplit('.').nth(1).map(str::to_owned));
             let stem = d
                 .path
                 .rsplit('/')
