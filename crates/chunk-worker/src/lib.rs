@@ -187,6 +187,11 @@ impl ChunkWorker {
         self
     }
 
+    /// The chunker version this worker's parts are keyed by ([`part_version`]).
+    pub fn part_version(&self) -> String {
+        part_version(self.strategy)
+    }
+
     /// Chunks with `strategy` (fixed windows are the baseline of retrieval evaluations; their
     /// parts are versioned apart, so a store never mixes them with AST chunks of a file).
     #[must_use]

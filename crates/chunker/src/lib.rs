@@ -51,9 +51,16 @@ use std::time::Duration;
 
 pub use lang::Kind;
 
-/// The version of the chunking rules; part of every content hash. Bump it when the chunks a
-/// file produces change, so embeddings are recomputed.
-pub const CHUNKER_VERSION: &str = "2";
+/// The version of the chunking rules. Bump it when the chunks a file produces change: the
+/// fetcher then sends every indexed file again (`RunOptions::chunker_version` of
+/// trawl-fetcher), so that an upgrade reaches files that did not change. It is not part of
+/// the content hash: a chunk whose header and text stay the same keeps its vector.
+pub const CHUNKER_VERSION: &str = "3";
+
+/// The version of what the embedder is given for a chunk (its header and text, and how they
+/// are joined); part of every content hash. Bump it only when that changes: every chunk of
+/// every repository is embedded again.
+pub const EMBED_INPUT_VERSION: &str = "2";
 
 /// Limits of the chunker.
 #[derive(Clone, Debug)]

@@ -7,7 +7,7 @@ use trawl_core::records::{CHUNK_VERSION, ChunkRecord};
 use trawl_core::{BlobId, RepoId};
 
 use crate::lang::Kind;
-use crate::{CHUNKER_VERSION, Chunked, Piece};
+use crate::{CHUNKER_VERSION, Chunked, EMBED_INPUT_VERSION, Piece};
 
 /// Where the chunks come from.
 #[derive(Clone, Debug)]
@@ -120,7 +120,7 @@ pub fn to_records(src: &Source, chunked: &Chunked, text: &str) -> Vec<ChunkRecor
             ChunkRecord {
                 schema_version: CHUNK_VERSION,
                 chunk_id: ids[i],
-                content_hash: content_hash(CHUNKER_VERSION, &header, &p.text),
+                content_hash: content_hash(EMBED_INPUT_VERSION, &header, &p.text),
                 repo_id: src.repo.clone(),
                 path: src.path.to_owned(),
                 blob: src.blob.clone(),

@@ -181,6 +181,10 @@ pub async fn run(cfg: &Config, args: Args) -> anyhow::Result<ExitCode> {
             .context("creating the pipeline's topics")?;
     }
     let fetcher = Fetcher::new(cfg.fetch.clone(), store, bus);
+    // What the chunk workers of this configuration write: files chunked by another version
+    // are sent again.
+    let chunker_version =
+        trawl_chunk_worker::part_version(trawl_chunk_worker::strategy(&cfg.chunk)?);
     let totals = Arc::new(Totals::default());
     let ops = if args.dry_run {
         crate::ops::Ops::start("", "fetcher", String::new).await?
@@ -190,7 +194,7 @@ pub async fn run(cfg: &Config, args: Args) -> anyhow::Result<ExitCode> {
     };
     let mut specs = first;
     loop {
-        let run = run_once(&fetcher, &specs, &args);
+        let run = run_once(&fetcher, &specs, &args, &chunker_version);
         // A run stopped part-way is safe: a repository's state is recorded only after all
         // of its events were published, so the next run publishes the rest again.
         let report = tokio::select! {
@@ -231,7 +235,12 @@ pub async fn run(cfg: &Config, args: Args) -> anyhow::Result<ExitCode> {
     }
 }
 
-async fn run_once(fetcher: &Fetcher, specs: &[repos::RepoSpec], args: &Args) -> RunReport {
+async fn run_once(
+    fetcher: &Fetcher,
+    specs: &[repos::RepoSpec],
+    args: &Args,
+    chunker_version: &str,
+) -> RunReport {
     let bar = ProgressBar::with_draw_target(
         Some(specs.len() as u64),
         indicatif::ProgressDrawTarget::stderr(),
@@ -253,6 +262,7 @@ async fn run_once(fetcher: &Fetcher, specs: &[repos::RepoSpec], args: &Args) -> 
         defer_state: false,
         keep_others: args.keep_others,
         rescan_secrets: args.rescan_secrets,
+        chunker_version: Some(chunker_version.to_owned()),
     };
     let report = fetcher.run(specs, &opts, progress).await;
     bar.finish_and_clear();
@@ -299,6 +309,13 @@ pub fn summary(r: &RunReport) -> String {
         sum(|x| x.renames)
     );
     let _ = writeln!(s, "  bytes          {:>8}", human_bytes(sum(|x| x.bytes)));
+    let rechunked = r.repos.iter().filter(|x| x.rechunked).count();
+    if rechunked > 0 {
+        let _ = writeln!(
+            s,
+            "  rechunked      {rechunked:>8}  (repositories sent whole again for the new chunker; unchanged chunks keep their vectors)"
+        );
+    }
     let _ = writeln!(s, "  skipped        {:>8}", skips.values().sum::<u64>());
     for (reason, n) in &skips {
         let _ = writeln!(s, "    {reason:<13}{n:>8}");

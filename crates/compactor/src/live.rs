@@ -209,6 +209,51 @@ pub(crate) fn vector_data(
     }
 }
 
+/// A chunker version's place in time: its leading number, then the rest (`10` after `9`).
+pub(crate) fn version_key(v: &str) -> (u64, &str) {
+    let digits = v.bytes().take_while(u8::is_ascii_digit).count();
+    (v[..digits].parse().unwrap_or(0), &v[digits..])
+}
+
+/// Keeps, of each file's chunks, only those of the newest chunker version among them. A file
+/// chunked again by a newer chunker still has its old part until retention collects it, and
+/// the chunks the old rules cut otherwise (other ids) must not stay live beside the new ones.
+pub(crate) fn newest_per_file<T>(rows: &mut Vec<T>, chunk: impl Fn(&T) -> &ChunkRecord) {
+    newest_per_key(rows, |r| {
+        let c = chunk(r);
+        (
+            c.repo_id.as_str(),
+            c.path.as_str(),
+            c.chunker_version.as_str(),
+        )
+    });
+}
+
+/// [`newest_per_file`] over rows that say their (repository, path, chunker version).
+fn newest_per_key<T>(rows: &mut Vec<T>, key: impl Fn(&T) -> (&str, &str, &str)) {
+    let mut newest: HashMap<(&str, &str), (u64, &str)> = HashMap::new();
+    for r in rows.iter() {
+        let (repo, path, version) = key(r);
+        let v = version_key(version);
+        let e = newest.entry((repo, path)).or_insert(v);
+        if v > *e {
+            *e = v;
+        }
+    }
+    let keep: Vec<bool> = rows
+        .iter()
+        .map(|r| {
+            let (repo, path, version) = key(r);
+            newest[&(repo, path)] == version_key(version)
+        })
+        .collect();
+    if keep.iter().all(|&k| k) {
+        return;
+    }
+    let mut keep = keep.into_iter();
+    rows.retain(|_| keep.next().unwrap_or(true));
+}
+
 /// The recorded states of the repositories on the list (`repos/list.json`): a repository
 /// that left the list is not indexed any more, whatever its state says. Without a list
 /// (stores written before it existed) every recorded state counts.
@@ -432,12 +477,12 @@ pub async fn live_set_of(
         let chunks: Vec<ChunkRecord> = serde_arrow::from_record_batch(batch).map_err(read)?;
         let extras: Vec<Extra> = serde_arrow::from_record_batch(batch).map_err(read)?;
         for (c, x) in chunks.into_iter().zip(extras) {
-            let rank = |c: &ChunkRecord, x: &Extra| {
+            fn rank<'a>(c: &'a ChunkRecord, x: &Extra) -> ((u64, &'a str), bool) {
                 (
-                    c.chunker_version.clone(),
+                    version_key(&c.chunker_version),
                     x.vector.is_some() || x.vector_bytes.is_some(),
                 )
-            };
+            }
             match by_id.get(&c.chunk_id) {
                 Some((oc, ox)) if rank(oc, ox) >= rank(&c, &x) => {}
                 _ => {
@@ -449,6 +494,7 @@ pub async fn live_set_of(
     // The live `chunks` table for data teams: sorted by (repository, path, line), written
     // from the records themselves before they become docs (moved, never copied).
     let mut pairs: Vec<(ChunkRecord, Extra)> = by_id.into_values().collect();
+    newest_per_file(&mut pairs, |(c, _)| c);
     pairs.sort_by(|(a, _), (b, _)| {
         (&a.repo_id, &a.path, a.start_line, a.chunk_id).cmp(&(
             &b.repo_id,
@@ -924,4 +970,39 @@ pub async fn fetch_run_since(
         run: head.run,
         finished_at,
     }))
+}
+
+#[cfg(test)]
+mod version_tests {
+    use super::*;
+
+    #[test]
+    fn versions_are_ordered_by_number_not_by_text() {
+        assert!(version_key("10") > version_key("9"));
+        assert!(version_key("3") > version_key("2"));
+        assert!(version_key("2-windows") > version_key("2"));
+    }
+
+    #[test]
+    fn only_the_newest_chunker_version_of_each_file_stays() {
+        let mut rows = vec![
+            ("r", "a.py", "2"),
+            ("r", "a.py", "3"),
+            ("r", "a.py", "2"),
+            ("r", "b.py", "2"),
+            ("r", "c.py", "10"),
+            ("r", "c.py", "9"),
+            ("other", "a.py", "2"),
+        ];
+        newest_per_key(&mut rows, |&(repo, path, version)| (repo, path, version));
+        assert_eq!(
+            rows,
+            [
+                ("r", "a.py", "3"),
+                ("r", "b.py", "2"),
+                ("r", "c.py", "10"),
+                ("other", "a.py", "2")
+            ]
+        );
+    }
 }

@@ -171,6 +171,7 @@ mod tests {
             last_commit: commit(last),
             last_run: RunId::new(),
             indexed_at: "2026-11-30T00:00:00Z".into(),
+            chunker_version: None,
         };
         store.put_json(&keys::repo_state(repo), &s).await.unwrap();
         for c in 1..=last {

@@ -467,13 +467,16 @@ impl Spilled {
         let mut by_id: HashMap<ChunkId, (ChunkRecord, CommitId)> = HashMap::new();
         for (c, commit) in rows {
             match by_id.get(&c.chunk_id) {
-                Some((old, _)) if old.chunker_version >= c.chunker_version => {}
+                Some((old, _))
+                    if crate::live::version_key(&old.chunker_version)
+                        >= crate::live::version_key(&c.chunker_version) => {}
                 _ => {
                     by_id.insert(c.chunk_id, (c, commit));
                 }
             }
         }
         let mut rows: Vec<(ChunkRecord, CommitId)> = by_id.into_values().collect();
+        crate::live::newest_per_file(&mut rows, |(c, _)| c);
         rows.sort_by(|(a, _), (b, _)| {
             (&a.path, a.start_line, a.chunk_id).cmp(&(&b.path, b.start_line, b.chunk_id))
         });

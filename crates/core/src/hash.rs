@@ -59,12 +59,14 @@ pub fn chunk_id(
     )
 }
 
-/// `content_hash = H(chunker_version, header, text)`: what the embedder sees, plus the version
-/// of the code that produced it. Equal across forks and paths when the header is equal.
-pub fn content_hash(chunker_version: &str, header: &str, text: &str) -> ContentHash {
+/// `content_hash = H(input_version, header, text)`: what the embedder sees, plus the version
+/// of how it is put together (the chunker's `EMBED_INPUT_VERSION`, not its chunking rules:
+/// a chunk that a new chunker cuts the same keeps its vector). Equal across forks and paths
+/// when the header is equal.
+pub fn content_hash(input_version: &str, header: &str, text: &str) -> ContentHash {
     ContentHash::from_bytes(
         Fields::new(CONTENT_HASH_CONTEXT)
-            .field(chunker_version.as_bytes())
+            .field(input_version.as_bytes())
             .field(header.as_bytes())
             .field(text.as_bytes())
             .finish(),

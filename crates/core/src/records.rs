@@ -493,6 +493,11 @@ pub struct RepoState {
     pub last_run: RunId,
     /// RFC 3339.
     pub indexed_at: String,
+    /// The chunker version (the chunk workers' part version) the repository's files were last
+    /// sent to be chunked for. A fetch for another version sends every indexed file again, so
+    /// that an upgraded chunker's chunks reach the index. `None`: written before it was kept.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub chunker_version: Option<String>,
 }
 
 fn schema(fields: Vec<Field>) -> SchemaRef {

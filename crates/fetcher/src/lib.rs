@@ -153,6 +153,9 @@ pub struct RepoReport {
     /// Commits whose messages were recorded (`fetch.commit_history`).
     pub commits: u64,
     pub millis: u64,
+    /// Every indexed file was sent again because the chunker version changed.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub rechunked: bool,
     /// With [`RunOptions::defer_state`]: the state to record once what was published is
     /// durable downstream ([`Fetcher::commit_states`]).
     #[serde(skip)]
@@ -209,6 +212,13 @@ pub struct RunOptions {
     /// an upsert with the secrets redacted for one that holds tokens, an upsert for one no
     /// longer taken for a secret. Run once after the rules changed (an upgrade of trawl).
     pub rescan_secrets: bool,
+    /// The chunker version the chunk workers write (their part version). A repository whose
+    /// files were last sent for another version (or before the version was recorded) has every
+    /// indexed file of its head sent again, even when the head did not move: the new chunker's
+    /// chunks then replace the old ones, and chunks whose text did not change keep their
+    /// vectors (the embedding cache is keyed by content). `None`: the version is not known
+    /// here and the recorded one is kept.
+    pub chunker_version: Option<String>,
 }
 
 /// The fetch stage.
@@ -370,7 +380,17 @@ impl Fetcher {
         report.old_commit.clone_from(&old);
         report.new_commit = Some(synced.head.to_string());
         let head = commit_id(synced.head);
-        if opts.since.is_none() && !opts.rescan_secrets && old.as_deref() == Some(head.as_str()) {
+        // Files chunked by another chunker version are sent again, whatever moved.
+        let rechunk = match (&opts.chunker_version, &state) {
+            (Some(now), Some(s)) => s.chunker_version.as_ref() != Some(now),
+            _ => false,
+        };
+        report.rechunked = rechunk;
+        if opts.since.is_none()
+            && !opts.rescan_secrets
+            && !rechunk
+            && old.as_deref() == Some(head.as_str())
+        {
             report.status = "unchanged";
             return Ok(());
         }
@@ -425,6 +445,7 @@ impl Fetcher {
             repo: spec.id.clone(),
             run: run.clone(),
             rescan_secrets: opts.rescan_secrets,
+            rechunk,
         };
         let worker = tokio::task::spawn_blocking(move || job.run(&tx));
         while let Some(item) = rx.recv().await {
@@ -480,6 +501,10 @@ impl Fetcher {
             last_commit: head,
             last_run: run.clone(),
             indexed_at: humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string(),
+            chunker_version: opts
+                .chunker_version
+                .clone()
+                .or_else(|| state.as_ref().and_then(|s| s.chunker_version.clone())),
         };
         if opts.defer_state {
             report.pending_state = Some(state);
@@ -555,6 +580,8 @@ struct DiffJob {
     run: RunId,
     /// [`RunOptions::rescan_secrets`].
     rescan_secrets: bool,
+    /// Send every indexed file again, unchanged ones too ([`RunOptions::chunker_version`]).
+    rechunk: bool,
 }
 
 /// What the policy decided for one file of the new tree.
@@ -654,10 +681,14 @@ impl DiffJob {
                 },
             };
             let Some(change) = change else {
-                if self.rescan_secrets {
+                if self.rescan_secrets || self.rechunk {
                     let c = self.classify(entry, &head)?;
                     tally.add(&c);
-                    if let Some(item) = self.rescanned(entry, &head, &c) {
+                    let item = match &c.outcome {
+                        Ok(text) if self.rechunk => Some(self.upsert(&c, &head, text, None)),
+                        _ => self.rescanned(entry, &head, &c),
+                    };
+                    if let Some(item) = item {
                         send(item)?;
                     }
                     rows.push(c.row);

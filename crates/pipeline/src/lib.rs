@@ -350,6 +350,7 @@ impl Pipeline {
             defer_state: true,
             keep_others: opts.keep_others,
             rescan_secrets: opts.rescan_secrets,
+            chunker_version: Some(chunker.part_version()),
             ..RunOptions::default()
         };
         let fetch = async {
@@ -576,10 +577,10 @@ mod tests {
             .unwrap();
     }
 
-    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn a_library_user_indexes_a_repository_and_searches_the_generation() {
-        let work = tempfile::tempdir().unwrap();
-        let src = work.path().join("src");
+    /// One repository with `pool.py` under `work`, and the configuration and options that
+    /// index it with the hash embedder.
+    fn pool_repo(work: &Path) -> (Config, IndexOptions) {
+        let src = work.join("src");
         std::fs::create_dir(&src).unwrap();
         repo(
             &src,
@@ -589,11 +590,11 @@ mod tests {
             )],
         );
         let mut cfg = Config::default();
-        cfg.store.url = work.path().join("store").to_string_lossy().into_owned();
-        cfg.fetch.cache_dir = work.path().join("mirrors");
-        cfg.query.cache_dir = work.path().join("cache");
+        cfg.store.url = work.join("store").to_string_lossy().into_owned();
+        cfg.fetch.cache_dir = work.join("mirrors");
+        cfg.query.cache_dir = work.join("cache");
         cfg.embed.embedder = EmbedderKind::Hash;
-        let spec = trawl_fetcher::repos::resolve(src.to_str().unwrap(), work.path()).unwrap();
+        let spec = trawl_fetcher::repos::resolve(src.to_str().unwrap(), work).unwrap();
         let opts = IndexOptions {
             specs: vec![spec],
             embedder: EmbedderKind::Hash,
@@ -601,7 +602,104 @@ mod tests {
             keep_others: false,
             rescan_secrets: false,
         };
+        (cfg, opts)
+    }
 
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn an_upgraded_chunker_rechunks_unchanged_files_and_keeps_their_vectors() {
+        use trawl_core::records::{ChunkRecord, RepoState};
+        use trawl_core::store::keys;
+        let work = tempfile::tempdir().unwrap();
+        let (cfg, opts) = pool_repo(work.path());
+        let first = Box::pin(Pipeline::new(&cfg, opts.clone()).unwrap().run(&Quiet))
+            .await
+            .unwrap();
+        let chunks = first.manifest.counts.chunks;
+        assert!(chunks > 0, "{first:?}");
+        let store = Store::from_url(&cfg.store.url).unwrap();
+        let repo_id = opts.specs[0].id.clone();
+
+        // What an older chunker left: the repository's state says version 2, and its part of
+        // pool.py holds chunks that rules cut otherwise (other ids).
+        let mut state: RepoState = store
+            .get_json(&keys::repo_state(&repo_id))
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(
+            state.chunker_version.as_deref(),
+            Some(
+                trawl_chunk_worker::part_version(trawl_chunk_worker::strategy(&cfg.chunk).unwrap())
+                    .as_str()
+            )
+        );
+        state.chunker_version = Some("2".into());
+        store
+            .put_json(&keys::repo_state(&repo_id), &state)
+            .await
+            .unwrap();
+        let parts = store
+            .list(&format!("chunks/repo={}/", repo_id.key()))
+            .await
+            .unwrap();
+        assert_eq!(parts.len(), 1, "{parts:?}");
+        let mut old: Vec<ChunkRecord> =
+            trawl_core::records::from_parquet(store.get(&parts[0]).await.unwrap().unwrap())
+                .unwrap();
+        for (i, c) in old.iter_mut().enumerate() {
+            c.chunker_version = "2".into();
+            c.chunk_id =
+                trawl_core::hash::chunk_id(&repo_id, &c.path, "module_code", "old", i as u32);
+        }
+        let old_ids: Vec<String> = old.iter().map(|c| c.chunk_id.to_string()).collect();
+        let old_key = keys::chunk_part(&repo_id, "pool.py", &old[0].blob, "2");
+        store
+            .put(&old_key, trawl_core::records::to_parquet(&old).unwrap())
+            .await
+            .unwrap();
+
+        // The head did not move, yet the file is chunked again, and only the new chunks
+        // are live; their text did not change, so no vector is computed again.
+        let again = Box::pin(Pipeline::new(&cfg, opts.clone()).unwrap().run(&Quiet))
+            .await
+            .unwrap();
+        let fetched = &again.fetch.repos[0];
+        assert!(fetched.rechunked && fetched.upserts == 1, "{fetched:?}");
+        assert_eq!(again.chunk.files, 1);
+        assert_eq!(again.embed.embed.vectors_written, 0, "{:?}", again.embed);
+        assert_eq!(again.manifest.counts.chunks, chunks, "{:?}", again.manifest);
+        let searcher = Searcher::open(store.clone(), &cfg, Some(EmbedderKind::Hash))
+            .await
+            .unwrap();
+        let res = searcher
+            .search(&SearchRequest::new("borrow connection pool"), Access::all())
+            .await
+            .unwrap();
+        assert!(!res.results.is_empty());
+        assert!(
+            res.results.iter().all(|h| !old_ids.contains(&h.chunk_id)),
+            "an old chunker's chunk is live: {:?}",
+            res.results
+        );
+        let state: RepoState = store
+            .get_json(&keys::repo_state(&repo_id))
+            .await
+            .unwrap()
+            .unwrap();
+        assert_ne!(state.chunker_version.as_deref(), Some("2"));
+
+        // And once is enough: the next run finds nothing to do.
+        let third = Box::pin(Pipeline::new(&cfg, opts).unwrap().run(&Quiet))
+            .await
+            .unwrap();
+        assert_eq!(third.fetch.repos[0].status, "unchanged");
+        assert_eq!(third.manifest.generation, again.manifest.generation);
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_library_user_indexes_a_repository_and_searches_the_generation() {
+        let work = tempfile::tempdir().unwrap();
+        let (cfg, opts) = pool_repo(work.path());
         let pipeline = Pipeline::new(&cfg, opts.clone()).unwrap();
         let status = pipeline.status();
         let r = Box::pin(pipeline.run(&Quiet)).await.unwrap();
