@@ -101,10 +101,17 @@ impl Render {
 
 impl trawl_pipeline::Observer for Render {
     fn early_generation(&self, m: &trawl_compactor::Manifest, _after: f64) {
-        self.line(format!(
-            "index: generation {} is searchable now (words only for the {} chunks still being embedded): trawl search \"…\"",
-            m.generation, m.counts.text_only
-        ));
+        self.line(if m.counts.text_only == 0 {
+            format!(
+                "index: generation {} is searchable now: trawl search \"…\"",
+                m.generation
+            )
+        } else {
+            format!(
+                "index: generation {} is searchable now (words only for the {} chunks still being embedded): trawl search \"…\"",
+                m.generation, m.counts.text_only
+            )
+        });
     }
     fn unchanged(&self, generation: trawl_core::ids::Generation) {
         eprintln!(
@@ -206,6 +213,12 @@ pub async fn run(cfg: &Config, args: Args) -> anyhow::Result<ExitCode> {
     if let Some(line) = crate::secrets::summary_line(report) {
         println!("  {line}");
     }
+    let rechunked = report.repos.iter().filter(|x| x.rechunked).count();
+    if rechunked > 0 {
+        println!(
+            "  rechunk  {rechunked} repositories sent whole again: they were chunked by another chunker version"
+        );
+    }
     println!(
         "  chunk    {} files → {} chunks, {} dead letters",
         r.chunk.files, r.chunk.chunks, r.chunk.dead_letters
@@ -223,7 +236,7 @@ pub async fn run(cfg: &Config, args: Args) -> anyhow::Result<ExitCode> {
         m.shard_count,
         m.build.shards_reused
     );
-    if let Some(early) = r.early {
+    if let Some(early) = r.early.filter(|e| e.text_only > 0) {
         println!(
             "  early    generation {} was searchable after {:.1} s, by words only for {} chunks then waiting for vectors",
             early.generation, early.after, early.text_only
