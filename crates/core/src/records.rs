@@ -634,20 +634,27 @@ pub fn to_parquet_with<R: Row>(
 
 /// A Parquet file → rows.
 pub fn from_parquet<R: Row>(bytes: Bytes) -> Result<Vec<R>, Error> {
-    use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
-    let err = |e: &dyn std::fmt::Display| Error::Record {
-        what: R::NAME,
-        reason: e.to_string(),
-    };
-    let reader = ParquetRecordBatchReaderBuilder::try_new(bytes)
-        .map_err(|e| err(&e))?
-        .build()
-        .map_err(|e| err(&e))?;
     let mut out = Vec::new();
-    for batch in reader {
-        out.extend(from_batch::<R>(&batch.map_err(|e| err(&e))?)?);
+    for batch in parquet_batches(R::NAME, bytes)? {
+        out.extend(from_batch::<R>(&batch)?);
     }
     Ok(out)
+}
+
+/// The record batches of a Parquet file of `what` (named in errors), as Arrow columns: for a
+/// reader that turns rows into values only when it needs them.
+pub fn parquet_batches(what: &'static str, bytes: Bytes) -> Result<Vec<RecordBatch>, Error> {
+    use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+    let err = |e: &dyn std::fmt::Display| Error::Record {
+        what,
+        reason: e.to_string(),
+    };
+    ParquetRecordBatchReaderBuilder::try_new(bytes)
+        .map_err(|e| err(&e))?
+        .build()
+        .map_err(|e| err(&e))?
+        .map(|b| b.map_err(|e| err(&e)))
+        .collect()
 }
 
 /// One UTF-8 column of a Parquet file, without reading the others (e.g. the content hashes

@@ -169,6 +169,149 @@ impl Row for DocRow {
     }
 }
 
+/// What opening a segment needs of each doc, read without its header and text: the symbol
+/// map, the repositories and the call graph.
+#[derive(Clone, Debug, Deserialize)]
+pub struct DocKeys {
+    pub ord: u64,
+    pub chunk_id: ChunkId,
+    pub repo_id: RepoId,
+    pub kind: ChunkKind,
+    pub symbol: Option<String>,
+    pub qualified_name: Option<String>,
+    #[serde(default)]
+    pub members: Vec<String>,
+    pub call_ids: Vec<ChunkId>,
+}
+
+/// The columns [`DocKeys`] reads.
+const KEY_COLUMNS: [&str; 8] = [
+    "ord",
+    "chunk_id",
+    "repo_id",
+    "kind",
+    "symbol",
+    "qualified_name",
+    "members",
+    "call_ids",
+];
+
+/// A segment's doc store, open: the Parquet file's Arrow columns as read, each row made a
+/// [`DocRow`] the first time it is asked for. Opening a generation then costs the columnar
+/// decode and the few columns of [`DocKeys`], not a string for every header and text of the
+/// corpus; a search builds the rows of its candidates only.
+pub struct DocStore {
+    batches: Vec<arrow_array::RecordBatch>,
+    /// The first row of each batch, in the file's order.
+    starts: Vec<usize>,
+    /// By ord: the row in the file.
+    row_of: Vec<u32>,
+    /// Boxed: a row not read costs a pointer, not a whole row's fields.
+    rows: Vec<std::sync::OnceLock<Box<DocRow>>>,
+}
+
+impl std::fmt::Debug for DocStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DocStore")
+            .field("docs", &self.rows.len())
+            .finish_non_exhaustive()
+    }
+}
+
+impl DocStore {
+    /// Opens a `docs.parquet` (its bytes); with each doc's [`DocKeys`], by ord. The ords must
+    /// be `0..n` (in any order).
+    pub fn open(bytes: bytes::Bytes) -> Result<(Self, Vec<DocKeys>), crate::IndexError> {
+        let bad = |m: String| crate::IndexError::Format(format!("doc store: {m}"));
+        let batches = trawl_core::records::parquet_batches(DocRow::NAME, bytes)?;
+        let mut starts = Vec::with_capacity(batches.len());
+        let mut keys: Vec<DocKeys> = Vec::new();
+        for b in &batches {
+            starts.push(keys.len());
+            let schema = b.schema();
+            let cols: Vec<usize> = KEY_COLUMNS
+                .iter()
+                .filter_map(|c| schema.index_of(c).ok())
+                .collect();
+            let projected = b.project(&cols).map_err(|e| bad(e.to_string()))?;
+            let rows: Vec<DocKeys> =
+                serde_arrow::from_record_batch(&projected).map_err(|e| bad(e.to_string()))?;
+            keys.extend(rows);
+        }
+        let n = keys.len();
+        let mut row_of = vec![u32::MAX; n];
+        for (row, k) in keys.iter().enumerate() {
+            match row_of.get_mut(k.ord as usize) {
+                Some(slot) if *slot == u32::MAX => *slot = row as u32,
+                _ => {
+                    return Err(bad(
+                        "doc ords are not 0..n: rebuild with `trawl compact --full`".into(),
+                    ));
+                }
+            }
+        }
+        let mut by_ord: Vec<Option<DocKeys>> = keys.into_iter().map(Some).collect();
+        let keys: Vec<DocKeys> = row_of
+            .iter()
+            .map(|&r| by_ord[r as usize].take().expect("each row once"))
+            .collect();
+        let store = Self {
+            batches,
+            starts,
+            row_of,
+            rows: (0..n).map(|_| std::sync::OnceLock::new()).collect(),
+        };
+        // The first row read now: a store whose rows cannot be read fails here, not in a search.
+        if n > 0 {
+            let first = store.read(0)?;
+            let _ = store.rows[0].set(Box::new(first));
+        }
+        Ok((store, keys))
+    }
+
+    pub fn len(&self) -> usize {
+        self.rows.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.rows.is_empty()
+    }
+
+    /// The doc of `ord`, built from its columns the first time. Panics when `ord` is out of
+    /// range, as indexing a slice does.
+    pub fn get(&self, ord: usize) -> &DocRow {
+        self.rows[ord].get_or_init(|| {
+            // The file's first row was read when it opened, so every row has the same,
+            // readable, columns.
+            Box::new(
+                self.read(ord)
+                    .unwrap_or_else(|e| panic!("doc {ord} of a segment is unreadable: {e}")),
+            )
+        })
+    }
+
+    /// Every doc, by ord.
+    pub fn iter(&self) -> impl Iterator<Item = &DocRow> {
+        (0..self.len()).map(|o| self.get(o))
+    }
+
+    fn read(&self, ord: usize) -> Result<DocRow, crate::IndexError> {
+        let row = self.row_of[ord] as usize;
+        let b = self.starts.partition_point(|&s| s <= row) - 1;
+        let batch = self.batches[b].slice(row - self.starts[b], 1);
+        let mut rows: Vec<DocRow> = trawl_core::records::from_batch(&batch)?;
+        rows.pop()
+            .ok_or_else(|| crate::IndexError::Format(format!("doc store: no row {row}")))
+    }
+}
+
+impl std::ops::Index<usize> for DocStore {
+    type Output = DocRow;
+    fn index(&self, ord: usize) -> &DocRow {
+        self.get(ord)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -211,6 +354,39 @@ mod tests {
         let back: Vec<DocRow> =
             from_parquet(to_parquet(std::slice::from_ref(&d)).unwrap()).unwrap();
         assert_eq!(back, [d]);
+    }
+
+    #[test]
+    fn a_doc_store_reads_each_doc_by_ord_when_asked_whatever_the_file_order() {
+        // More rows than a record batch holds, written with the ords shuffled.
+        let mut docs: Vec<DocRow> = (0..2500u64)
+            .map(|i| {
+                let mut d = crate::testing::handler_doc(i, &format!("fn handler_{i}() {{}}"));
+                d.ord = i;
+                d.symbol = Some(format!("handler_{i}"));
+                d.members = vec![format!("Api.handler_{i}")];
+                d
+            })
+            .collect();
+        docs.reverse();
+        docs.swap(0, 1700);
+        let (store, keys) = DocStore::open(to_parquet(&docs).unwrap()).unwrap();
+        assert_eq!(store.len(), 2500);
+        for o in [0usize, 1, 799, 1024, 2048, 2499] {
+            let want = docs.iter().find(|d| d.ord == o as u64).unwrap();
+            assert_eq!(&store[o], want);
+            assert_eq!(keys[o].ord, o as u64);
+            assert_eq!(keys[o].chunk_id, want.chunk_id);
+            assert_eq!(keys[o].symbol, want.symbol);
+            assert_eq!(keys[o].members, want.members);
+        }
+        assert_eq!(store.iter().count(), 2500);
+        assert!(store.iter().enumerate().all(|(o, d)| d.ord == o as u64));
+
+        // Ords that are not 0..n are refused when the store opens, not when a search reads it.
+        docs[0].ord = 9_999;
+        let err = DocStore::open(to_parquet(&docs).unwrap()).unwrap_err();
+        assert!(err.to_string().contains("rebuild"), "{err}");
     }
 
     #[test]

@@ -10,7 +10,7 @@ use std::time::Instant;
 use futures::StreamExt;
 use trawl_core::store::Store;
 use trawl_core::{ChunkId, ChunkKind};
-use trawl_index::docs::DocRow;
+use trawl_index::docs::DocStore;
 use trawl_index::generation::{self, Manifest, SegmentEntry, Tombstones};
 use trawl_index::segment;
 
@@ -19,8 +19,8 @@ use crate::QueryError;
 /// One segment, open.
 pub struct Segment {
     pub dir: String,
-    /// Docs by ord.
-    pub docs: Vec<DocRow>,
+    /// Docs by ord, each decoded the first time it is read.
+    pub docs: DocStore,
     /// False for tombstoned ords.
     pub alive: Vec<bool>,
     /// No ord is tombstoned.
@@ -237,7 +237,9 @@ impl Generation {
         let segments = tokio::task::spawn_blocking(move || {
             use rayon::prelude::*;
             work.into_par_iter()
-                .map(|(seg, deleted)| open_segment(&root, &seg, &deleted).map(Arc::new))
+                .map(|(seg, deleted)| {
+                    open_segment(&root, &seg, &deleted).map(|(s, k)| (Arc::new(s), k))
+                })
                 .collect::<Result<Vec<_>, _>>()
         })
         .await
@@ -246,16 +248,23 @@ impl Generation {
         let mut callers: HashMap<ChunkId, Vec<(u32, u32)>> = HashMap::new();
         let mut commits_by_file: HashMap<(trawl_core::ids::RepoId, String), Vec<FileCommit>> =
             HashMap::new();
-        for (s, seg) in segments.iter().enumerate() {
-            for (o, d) in seg.docs.iter().enumerate() {
+        let (segments, linked): (Vec<Arc<Segment>>, Vec<Vec<Linked>>) =
+            segments.into_iter().unzip();
+        for (s, (seg, keys)) in segments.iter().zip(linked).enumerate() {
+            for (o, k) in keys.into_iter().enumerate() {
                 if seg.alive[o] {
-                    by_id.insert(d.chunk_id, (s as u32, o as u32));
-                    for callee in &d.call_ids {
+                    by_id.insert(k.chunk_id, (s as u32, o as u32));
+                    for callee in k.call_ids {
                         callers
-                            .entry(*callee)
+                            .entry(callee)
                             .or_default()
                             .push((s as u32, o as u32));
                     }
+                    if !k.commit {
+                        continue;
+                    }
+                    // A commit's doc: the lines it changed, for history by file.
+                    let d = seg.docs.get(o);
                     let at = trawl_index::docs::commit_authored_at(&d.header);
                     for span in d.touched.iter().filter(|_| at.is_some()) {
                         if let Some((path, a, b)) = trawl_index::docs::parse_touched_span(span) {
@@ -361,17 +370,11 @@ fn open_segment(
     root: &Path,
     seg: &SegmentEntry,
     deleted: &HashSet<u64>,
-) -> Result<Segment, QueryError> {
+) -> Result<(Segment, Vec<Linked>), QueryError> {
     let dir = local(root, seg);
     let idx = |m: String| QueryError::Index(format!("segment {}: {m}", seg.dir));
     let bytes = std::fs::read(dir.join("docs.parquet")).map_err(|e| idx(e.to_string()))?;
-    let mut docs: Vec<DocRow> = trawl_core::records::from_parquet(bytes.into())?;
-    docs.sort_by_key(|d| d.ord);
-    if docs.iter().enumerate().any(|(i, d)| d.ord != i as u64) {
-        return Err(idx(
-            "doc ords are not 0..n: rebuild with `trawl compact --full`".into(),
-        ));
-    }
+    let (docs, keys) = DocStore::open(bytes.into()).map_err(|e| idx(e.to_string()))?;
     let vectors = if seg.vectors > 0 {
         let path = dir.join("vectors.usearch");
         // Memory-mapped, not read in: opening costs nothing and the pages are the kernel's to
@@ -395,7 +398,7 @@ fn open_segment(
     let mut repo_of = Vec::with_capacity(docs.len());
     let mut symbols: HashMap<String, Vec<u32>> = HashMap::new();
     let mut alive = Vec::with_capacity(docs.len());
-    for (o, d) in docs.iter().enumerate() {
+    for (o, d) in keys.iter().enumerate() {
         let n = repo_ix.len() as u32;
         let r = *repo_ix.entry(d.repo_id.as_str()).or_insert_with(|| {
             repos.push(d.repo_id.as_str().to_owned());
@@ -422,18 +425,38 @@ fn open_segment(
             }
         }
     }
-    Ok(Segment {
-        dir: seg.dir.clone(),
-        docs,
-        all_alive: alive.iter().all(|&a| a),
-        alive,
-        repo_of,
-        repos,
-        vectors,
-        text,
-        reader,
-        symbols,
-    })
+    // The names went into the symbol map: only the ids stay for the generation's maps.
+    let linked = keys
+        .into_iter()
+        .map(|k| Linked {
+            chunk_id: k.chunk_id,
+            call_ids: k.call_ids,
+            commit: k.kind == ChunkKind::Commit,
+        })
+        .collect();
+    Ok((
+        Segment {
+            dir: seg.dir.clone(),
+            docs,
+            all_alive: alive.iter().all(|&a| a),
+            alive,
+            repo_of,
+            repos,
+            vectors,
+            text,
+            reader,
+            symbols,
+        },
+        linked,
+    ))
+}
+
+/// What a generation needs of each doc of a segment once the segment is open: its id and its
+/// resolved callees (the call graph), and whether it is a commit's (history by file).
+struct Linked {
+    chunk_id: ChunkId,
+    call_ids: Vec<ChunkId>,
+    commit: bool,
 }
 
 /// Removes cached segments no generation in `keep` uses (after a swap).
