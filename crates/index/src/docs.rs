@@ -250,11 +250,8 @@ impl DocStore {
                 }
             }
         }
-        let mut by_ord: Vec<Option<DocKeys>> = keys.into_iter().map(Some).collect();
-        let keys: Vec<DocKeys> = row_of
-            .iter()
-            .map(|&r| by_ord[r as usize].take().expect("each row once"))
-            .collect();
+        // The ords are each of 0..n once: sorted, they are the positions.
+        keys.sort_unstable_by_key(|k| k.ord);
         let store = Self {
             batches,
             starts,
