@@ -543,7 +543,7 @@ MUTATIONS = [
     ("k8s/base/query.yaml", "serviceAccountName: trawl-query", "serviceAccountName: trawl-querry",
      "service account 'trawl-querry' is not defined"),
     ("k8s/base/embed-worker.yaml", "key: api-key", "key: apikey", "key apikey is not declared"),
-    ("k8s/overlays/prod/config.yaml", "shards = 8", "shard = 8", "trawl.toml refused by trawl"),
+    ("k8s/overlays/prod/config.yaml", 'shards = "auto"', 'shard = "auto"', "trawl.toml refused by trawl"),
     ("k8s/overlays/prod/kustomization.yaml", "value: trawl.files", "value: files",
      "bus.topic_files is 'trawl.files'"),
     ("k8s/base/chunk-worker.yaml", "port: ops", "port: metrics", "names port 'metrics'"),

@@ -44,7 +44,7 @@ fn space() -> Space {
 
 async fn incremental(live: Vec<LiveDoc>) {
     let opts = BuildOptions {
-        shards: 8,
+        shards: trawl_core::config::Shards::Fixed(8),
         threads: 2,
         ..BuildOptions::default()
     };

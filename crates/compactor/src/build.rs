@@ -17,6 +17,7 @@ use std::time::Instant;
 
 use futures::StreamExt;
 
+use trawl_core::config::Shards;
 use trawl_core::ids::{Generation, RepoId, RunId};
 use trawl_core::space::Space;
 use trawl_core::store::Store;
@@ -62,8 +63,11 @@ enum Table {
 /// How a generation is built.
 #[derive(Clone, Debug)]
 pub struct BuildOptions {
-    /// Shards of a full build (an incremental build keeps the live generation's count).
-    pub shards: u32,
+    /// Shards of a full build (an incremental build keeps the live generation's count, but
+    /// for `auto` when the corpus has outgrown it).
+    pub shards: Shards,
+    /// The most chunks an `auto` shard is made for (`compact.shard_chunks`).
+    pub shard_chunks: u64,
     /// Rebuild everything even when the live generation could be reused.
     pub full: bool,
     pub max_segments: usize,
@@ -100,7 +104,8 @@ pub struct BuildOptions {
 impl Default for BuildOptions {
     fn default() -> Self {
         Self {
-            shards: 4,
+            shards: Shards::Auto,
+            shard_chunks: Shards::DEFAULT_SHARD_CHUNKS,
             full: false,
             max_segments: 8,
             merge_tombstone_ratio: 0.25,
@@ -424,8 +429,30 @@ async fn build_leased(
             .map_or(Generation::FIRST, |(c, _)| c.generation.next()),
     )
     .await?;
+    // The chunks given: the whole live set's count, unless only some repositories' docs are
+    // given (then the live generation's count stands for the corpus).
+    let given = match &live {
+        LiveDocs::Memory(docs) => docs.len() as u64,
+        LiveDocs::Spilled(s) => s.chunks,
+    };
+    let outgrown = previous.as_ref().is_some_and(|p| {
+        let corpus = if opts.only.is_some() {
+            p.counts.chunks
+        } else {
+            given
+        };
+        opts.shards
+            .outgrown(p.shard_count, corpus, opts.shard_chunks)
+    });
+    if outgrown {
+        tracing::info!(
+            shards = previous.as_ref().map(|p| p.shard_count),
+            "the corpus outgrew the live generation's shards: building it whole with more"
+        );
+    }
     let reusable = previous.as_ref().filter(|p| {
         !opts.full
+            && !outgrown
             && p.format_version == FORMAT_VERSION
             && (p.space.is_none() || space.is_none() || p.space == space)
     });
@@ -476,7 +503,10 @@ async fn build_leased(
             Some(Table::File(out))
         }
     };
-    let shard_count = reusable.map_or(opts.shards.max(1), |p| p.shard_count);
+    let shard_count = reusable.map_or_else(
+        || opts.shards.count_for(given, opts.shard_chunks),
+        |p| p.shard_count,
+    );
 
     // The docs by shard, in shard order: grouped in memory, or read from the spill one
     // shard at a time (as the builds below ask for them).

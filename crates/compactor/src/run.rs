@@ -182,6 +182,7 @@ pub async fn compact(
     record_inputs(&mut repo_inputs, None, &fingerprints);
     let opts = BuildOptions {
         shards: cfg.shards,
+        shard_chunks: cfg.shard_chunks,
         full,
         max_segments: cfg.max_segments,
         merge_tombstone_ratio: cfg.merge_tombstone_ratio,
@@ -275,6 +276,7 @@ async fn build_incremental(
     source_runs.dedup();
     let opts = BuildOptions {
         shards: cfg.shards,
+        shard_chunks: cfg.shard_chunks,
         max_segments: cfg.max_segments,
         merge_tombstone_ratio: cfg.merge_tombstone_ratio,
         source_runs,

@@ -39,7 +39,7 @@ fn space(dims: u32) -> Space {
 
 fn opts(shards: u32) -> BuildOptions {
     BuildOptions {
-        shards,
+        shards: trawl_core::config::Shards::Fixed(shards),
         threads: 2,
         ..BuildOptions::default()
     }
@@ -83,6 +83,68 @@ fn expected(live: &[LiveDoc]) -> BTreeMap<String, String> {
     live.iter()
         .map(|d| (d.doc.chunk_id.to_string(), d.doc.content_hash.to_string()))
         .collect()
+}
+
+#[tokio::test]
+async fn auto_shards_grow_with_the_corpus_only_when_it_doubles_and_keep_every_chunk() {
+    use trawl_core::config::Shards;
+    let store = Store::memory();
+    let auto = BuildOptions {
+        shards: Shards::Auto,
+        shard_chunks: 100,
+        threads: 2,
+        ..BuildOptions::default()
+    };
+    let largest = |m: &Manifest| {
+        m.shards
+            .iter()
+            .map(|s| s.segments.iter().map(|g| g.docs).sum::<u64>())
+            .max()
+            .unwrap()
+    };
+    // A small corpus: the fewest shards.
+    let small = corpus(300, 8);
+    let first = build(&store, small.clone(), Some(space(8)), &auto, &Quiet)
+        .await
+        .unwrap();
+    assert_eq!(first.shard_count, Shards::AUTO_MIN);
+    assert_eq!(contents(&store, &first).await, expected(&small));
+
+    // 650 chunks need 7 shards of 100, less than twice 4: built on the live generation.
+    let grown = corpus(650, 8);
+    let second = build(&store, grown.clone(), Some(space(8)), &auto, &Quiet)
+        .await
+        .unwrap();
+    assert!(!second.build.full);
+    assert_eq!(second.shard_count, 4);
+    assert_eq!(contents(&store, &second).await, expected(&grown));
+
+    // 1,000 need 10, at least twice 4: built whole, and no shard holds much over 100.
+    let doubled = corpus(1000, 8);
+    let third = build(&store, doubled.clone(), Some(space(8)), &auto, &Quiet)
+        .await
+        .unwrap();
+    assert!(third.build.full, "an outgrown generation is built whole");
+    assert_eq!(third.shard_count, 10);
+    assert!(largest(&third) < 160, "largest shard {}", largest(&third));
+    assert_eq!(contents(&store, &third).await, expected(&doubled));
+
+    // Unchanged: built on, every shard reused.
+    let again = build(&store, doubled.clone(), Some(space(8)), &auto, &Quiet)
+        .await
+        .unwrap();
+    assert_eq!(again.shard_count, 10);
+    assert_eq!(again.build.shards_reused, 10);
+
+    // A fixed count is what a whole build takes, whatever the corpus.
+    let fixed = BuildOptions {
+        full: true,
+        ..opts(3)
+    };
+    let m = build(&store, doubled.clone(), Some(space(8)), &fixed, &Quiet)
+        .await
+        .unwrap();
+    assert_eq!(m.shard_count, 3);
 }
 
 #[tokio::test]

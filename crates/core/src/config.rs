@@ -264,8 +264,11 @@ impl Default for ServeConfig {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct CompactConfig {
-    /// Shards of a full build (chunks are spread by a hash of their id).
-    pub shards: u32,
+    /// Shards of a full build (chunks are spread by a hash of their id): a number, or `auto`.
+    pub shards: Shards,
+    /// With `shards = "auto"`: the most chunks a shard is made for. A shard's build holds
+    /// its chunks, so this, times the cores, is what bounds the compactor's memory.
+    pub shard_chunks: u64,
     /// Generations `trawl compact --gc` keeps (the live one and those before it).
     pub keep: usize,
     /// A shard with more segments than this is merged into one.
@@ -292,7 +295,8 @@ pub struct CompactConfig {
 impl Default for CompactConfig {
     fn default() -> Self {
         Self {
-            shards: 4,
+            shards: Shards::Auto,
+            shard_chunks: Shards::DEFAULT_SHARD_CHUNKS,
             keep: 3,
             max_segments: 8,
             merge_tombstone_ratio: 0.25,
@@ -301,6 +305,103 @@ impl Default for CompactConfig {
             retain_runs_days: 30,
             retain_bus_large_days: 14,
             spill_memory_mb: 512,
+        }
+    }
+}
+
+/// How many shards a whole build spreads the chunks over: `compact.shards`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Shards {
+    /// As many as the corpus needs for none to hold more than `compact.shard_chunks`, and
+    /// at least [`Shards::AUTO_MIN`]. A generation built on a live one keeps its count until
+    /// the corpus needs twice as many: that build is a whole one, with the new count.
+    #[default]
+    Auto,
+    /// Always this many (at least 1). An incremental build keeps the live generation's
+    /// count; `trawl compact --full` takes this one.
+    Fixed(u32),
+}
+
+impl Shards {
+    /// The fewest shards `auto` builds: a small corpus is searched over this many segments.
+    pub const AUTO_MIN: u32 = 4;
+    /// `compact.shard_chunks`' default.
+    pub const DEFAULT_SHARD_CHUNKS: u64 = 100_000;
+
+    /// The shard count of a whole build of `chunks` live chunks, `shard_chunks` at most each.
+    pub fn count_for(self, chunks: u64, shard_chunks: u64) -> u32 {
+        match self {
+            Shards::Fixed(n) => n.max(1),
+            Shards::Auto => {
+                let need = chunks.div_ceil(shard_chunks.max(1));
+                u32::try_from(need).unwrap_or(u32::MAX).max(Self::AUTO_MIN)
+            }
+        }
+    }
+
+    /// Whether a live generation of `shards` shards holding `chunks` chunks is to be rebuilt
+    /// whole with another count rather than built on: `auto`, and the corpus now needs at
+    /// least twice its count (so a growing corpus is sharded again each time it doubles,
+    /// never by a chunk here or there).
+    pub fn outgrown(self, shards: u32, chunks: u64, shard_chunks: u64) -> bool {
+        self == Shards::Auto
+            && u64::from(self.count_for(chunks, shard_chunks)) >= 2 * u64::from(shards.max(1))
+    }
+}
+
+impl std::fmt::Display for Shards {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Shards::Auto => f.write_str("auto"),
+            Shards::Fixed(n) => write!(f, "{n}"),
+        }
+    }
+}
+
+impl std::str::FromStr for Shards {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        let s = s.trim();
+        if s.eq_ignore_ascii_case("auto") {
+            return Ok(Shards::Auto);
+        }
+        match s.parse::<u32>() {
+            Ok(n) if n >= 1 => Ok(Shards::Fixed(n)),
+            _ => Err(format!(
+                "compact.shards = {s:?}: expected \"auto\" or a number of shards, at least 1"
+            )),
+        }
+    }
+}
+
+impl Serialize for Shards {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match self {
+            Shards::Auto => s.serialize_str("auto"),
+            Shards::Fixed(n) => s.serialize_u32(*n),
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for Shards {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum Repr {
+            Count(i64),
+            Word(String),
+        }
+        match Repr::deserialize(d)? {
+            Repr::Count(n) => u32::try_from(n)
+                .ok()
+                .filter(|n| *n >= 1)
+                .map(Shards::Fixed)
+                .ok_or_else(|| {
+                    serde::de::Error::custom(format!(
+                        "compact.shards = {n}: expected \"auto\" or a number of shards, at least 1"
+                    ))
+                }),
+            Repr::Word(w) => w.parse().map_err(serde::de::Error::custom),
         }
     }
 }
@@ -835,6 +936,48 @@ mod tests {
             .iter()
             .map(|(a, b)| ((*a).to_owned(), (*b).to_owned()))
             .collect()
+    }
+
+    #[test]
+    fn shards_are_auto_or_a_positive_count_from_every_layer() {
+        let load = |sets: &[(&str, &str)]| {
+            let sets: Vec<(String, String)> = sets
+                .iter()
+                .map(|(a, b)| ((*a).to_owned(), (*b).to_owned()))
+                .collect();
+            Config::load(None, env(&[("HOME", "/x")]), &sets)
+        };
+        assert_eq!(load(&[]).unwrap().compact.shards, Shards::Auto);
+        let c = load(&[("compact.shards", "133")]).unwrap();
+        assert_eq!(c.compact.shards, Shards::Fixed(133));
+        let c = load(&[("compact.shards", "auto")]).unwrap();
+        assert_eq!(c.compact.shards, Shards::Auto);
+        for bad in ["0", "-2", "many"] {
+            let e = load(&[("compact.shards", bad)]).unwrap_err().to_string();
+            assert!(
+                e.contains("compact.shards") && e.contains("auto"),
+                "{bad}: {e}"
+            );
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let f = dir.path().join("trawl.toml");
+        std::fs::write(&f, "[compact]\nshards = 8\nshard_chunks = 1000\n").unwrap();
+        let c = Config::load(Some(&f), env(&[("HOME", "/x")]), &[]).unwrap();
+        assert_eq!(
+            (c.compact.shards, c.compact.shard_chunks),
+            (Shards::Fixed(8), 1000)
+        );
+        // What a file says round-trips.
+        let text = toml::to_string(&c).unwrap();
+        let back: Config = toml::from_str(&text).unwrap();
+        assert_eq!(back.compact, c.compact);
+
+        assert_eq!(Shards::Auto.count_for(10, 150_000), Shards::AUTO_MIN);
+        assert_eq!(Shards::Auto.count_for(2_450_000, 150_000), 17);
+        assert_eq!(Shards::Fixed(3).count_for(2_450_000, 150_000), 3);
+        assert!(!Shards::Auto.outgrown(4, 1_000_000, 150_000)); // needs 7
+        assert!(Shards::Auto.outgrown(4, 1_200_000, 150_000)); // needs 8
+        assert!(!Shards::Fixed(4).outgrown(4, 9_000_000, 150_000));
     }
 
     #[test]

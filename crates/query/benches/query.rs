@@ -93,7 +93,7 @@ async fn ensure_index(n: usize, base: &[DocRow]) -> Store {
         })
         .collect();
     let opts = BuildOptions {
-        shards: 4,
+        shards: trawl_core::config::Shards::Fixed(4),
         full: true,
         ..BuildOptions::default()
     };

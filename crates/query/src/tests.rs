@@ -113,7 +113,7 @@ async fn a_remote_store_is_cached_new_generations_download_only_new_segments_and
     let store = Store::memory();
     let cache = tempfile::tempdir().unwrap();
     let opts = BuildOptions {
-        shards: 4,
+        shards: trawl_core::config::Shards::Fixed(4),
         threads: 1,
         ..BuildOptions::default()
     };
@@ -204,7 +204,7 @@ async fn a_cached_segment_is_trusted_by_its_content_not_its_directory_name() {
     // or restored from a backup) share one query node's cache.
     let cache = tempfile::tempdir().unwrap();
     let opts = BuildOptions {
-        shards: 2,
+        shards: trawl_core::config::Shards::Fixed(2),
         threads: 1,
         ..BuildOptions::default()
     };
@@ -242,7 +242,7 @@ async fn filters_and_access_apply_inside_the_vector_arm_before_top_k() {
     let store = Store::memory();
     let cache = tempfile::tempdir().unwrap();
     let opts = BuildOptions {
-        shards: 2,
+        shards: trawl_core::config::Shards::Fixed(2),
         threads: 1,
         ..BuildOptions::default()
     };
@@ -293,7 +293,7 @@ async fn generation_of(docs: Vec<LiveDoc>) -> (Generation, tempfile::TempDir) {
     let store = Store::memory();
     let cache = tempfile::tempdir().unwrap();
     let opts = BuildOptions {
-        shards: 1,
+        shards: trawl_core::config::Shards::Fixed(1),
         threads: 1,
         ..BuildOptions::default()
     };
