@@ -457,9 +457,11 @@ async fn build_leased(
             && (p.space.is_none() || space.is_none() || p.space == space)
     });
     if opts.only.is_some() && reusable.is_none() {
-        return Err(CompactError::NeedsWholeSet(
-            "no live generation of this format and vector space to build on".into(),
-        ));
+        return Err(CompactError::NeedsWholeSet(if outgrown {
+            "the corpus outgrew the live generation's shards".into()
+        } else {
+            "no live generation of this format and vector space to build on".into()
+        }));
     }
     if opts.only.is_some() && opts.base != previous.as_ref().map(|p| p.generation) {
         return Err(CompactError::NeedsWholeSet(

@@ -145,6 +145,27 @@ async fn auto_shards_grow_with_the_corpus_only_when_it_doubles_and_keep_every_ch
         .await
         .unwrap();
     assert_eq!(m.shard_count, 3);
+
+    // Some repositories' docs given while the live generation's count is outgrown: the
+    // build asks for the whole live set (the run then reads it and builds whole).
+    let store = Store::memory();
+    let small = BuildOptions {
+        shard_chunks: 100,
+        ..auto.clone()
+    };
+    build(&store, corpus(300, 8), Some(space(8)), &small, &Quiet)
+        .await
+        .unwrap();
+    let repo = corpus(1, 8)[0].doc.repo_id.clone();
+    let only = BuildOptions {
+        shard_chunks: 30,
+        only: Some([repo].into_iter().collect()),
+        ..auto
+    };
+    match build(&store, corpus(300, 8), Some(space(8)), &only, &Quiet).await {
+        Err(CompactError::NeedsWholeSet(why)) => assert!(why.contains("outgrew"), "{why}"),
+        other => panic!("expected a whole build to be asked for, got {other:?}"),
+    }
 }
 
 #[tokio::test]
