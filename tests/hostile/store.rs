@@ -118,7 +118,7 @@ async fn two_compactors_on_one_s3_bucket_never_both_build_and_gc_waits_for_a_bui
     let server = S3Server::start(&["trawl"]).await.unwrap();
     let (one, two) = (s3(&server), s3(&server));
     let opts = BuildOptions {
-        shards: 2,
+        shards: trawl_core::config::Shards::Fixed(2),
         threads: 1,
         ..BuildOptions::default()
     };
