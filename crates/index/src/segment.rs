@@ -353,8 +353,11 @@ pub fn text_query(
     // Word pairs of the query found side by side in a chunk add to its score: a pasted error
     // message or a phrase from a docstring ranks the chunk that says exactly that above one
     // that merely shares its words.
+    // A dotted or joined name typed as one word (`hooks.init`, `app.silent`) names one thing:
+    // its two parts side by side count as a phrase too.
     let words = crate::analyzer::word_sequence(query);
-    if words.len() >= 3 && phrase_boost > 0.0 {
+    let one_name = words.len() == 2 && !query.trim().contains(char::is_whitespace);
+    if (words.len() >= 3 || one_name) && phrase_boost > 0.0 {
         let body = schema
             .get_field("body")
             .map_err(|e| IndexError::Segment(format!("text index: {e}")))?;

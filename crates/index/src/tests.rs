@@ -119,6 +119,32 @@ fn the_text_index_matches_identifiers_however_they_are_typed() {
     assert!(segment::search_text(&index, "((unbalanced", 3).is_ok());
 }
 
+#[test]
+fn a_dotted_name_typed_as_one_word_ranks_its_parts_side_by_side_first() {
+    let mut docs: Vec<DocRow> = (0..20)
+        .map(|i| doc(i, &format!("def other_{i}():\n    return {i}\n")))
+        .collect();
+    // Both words, often and apart; then once, written as the name asked for.
+    docs[3].text =
+        "hooks = []\ninit(hooks)\nfor h in hooks: h.init()\nhooks.clear(); init()\n".into();
+    docs[9].text = "for (const hook of options.hooks.init) {\n  hook(request);\n}\n".into();
+    for (i, d) in docs.iter_mut().enumerate() {
+        d.ord = i as u64;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let files = segment::build(&docs, &[], None, tmp.path(), 1).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    for (name, bytes) in &files.text {
+        std::fs::write(dir.path().join(name), bytes).unwrap();
+    }
+    let index = segment::open_text(dir.path()).unwrap();
+    let top = segment::search_text(&index, "hooks.init", 3).unwrap();
+    assert_eq!(top.first().map(|t| t.0), Some(9), "{top:?}");
+    // Two words typed apart are two words: the one that has more of both comes first.
+    let top = segment::search_text(&index, "hooks init", 3).unwrap();
+    assert_eq!(top.first().map(|t| t.0), Some(3), "{top:?}");
+}
+
 #[tokio::test]
 async fn manifests_of_the_known_format_are_read_and_others_refused_with_what_to_do() {
     let store = Store::memory();
