@@ -349,15 +349,6 @@ impl Shards {
     }
 }
 
-impl std::fmt::Display for Shards {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Shards::Auto => f.write_str("auto"),
-            Shards::Fixed(n) => write!(f, "{n}"),
-        }
-    }
-}
-
 impl std::str::FromStr for Shards {
     type Err = String;
     fn from_str(s: &str) -> Result<Self, String> {
@@ -392,15 +383,8 @@ impl<'de> Deserialize<'de> for Shards {
             Word(String),
         }
         match Repr::deserialize(d)? {
-            Repr::Count(n) => u32::try_from(n)
-                .ok()
-                .filter(|n| *n >= 1)
-                .map(Shards::Fixed)
-                .ok_or_else(|| {
-                    serde::de::Error::custom(format!(
-                        "compact.shards = {n}: expected \"auto\" or a number of shards, at least 1"
-                    ))
-                }),
+            // One rule for both spellings: a count is read as its digits would be.
+            Repr::Count(n) => n.to_string().parse().map_err(serde::de::Error::custom),
             Repr::Word(w) => w.parse().map_err(serde::de::Error::custom),
         }
     }
