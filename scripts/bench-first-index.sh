@@ -13,7 +13,9 @@
 # REPO is a local path (work tree or bare repository) or a clone URL. TRAWL_BIN picks the
 # binary (target/debug/trawl by default, built if absent); BENCH_RUNS the runs, separated by
 # `;`, each a space-separated list of KEY=VALUE settings (`-` for none); BENCH_QUERY the
-# search's words. The stores are removed at exit.
+# search's words; BENCH_UNTIL=first stops each run once its first generation is live and
+# searched (its time then read by this script's clock from the start; no semantic
+# generation). The stores are removed at exit.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bin=${TRAWL_BIN:-target/debug/trawl}
@@ -57,6 +59,26 @@ for repo in "$@"; do
     : >"$log"
     rm -f "$work/search"
     echo "== $name at $commit, $label" >&2
+    if [ "${BENCH_UNTIL:-}" = first ]; then
+      t0=$(date +%s.%N)
+      "$bin" --store "$store" "${sets[@]}" index "$repo" >"$log" 2>&1 &
+      pid=$!
+      until grep -q "is searchable now" "$log" || ! kill -0 "$pid" 2>/dev/null; do sleep 0.1; done
+      t1=$(date +%s.%N)
+      early="—"
+      if grep -q "is searchable now" "$log"; then
+        early=$(printf '%.1f' "$(echo "$t1 - $t0" | bc)")
+        search_now "$store" "$work/search"
+      fi
+      kill "$pid" 2>/dev/null || true
+      wait "$pid" 2>/dev/null || true
+      chunks=$("$bin" --store "$store" sql --csv "select count(*) from chunks" 2>/dev/null | tail -1 || echo "?")
+      then="—"
+      [ -f "$work/search" ] && then=$(awk '{print $1 " s · " $2 " · " $3}' "$work/search")
+      echo "| $name | $commit | ${chunks:-?} (live then) | $label | $early s | $then | (stopped) | |"
+      grep -E "searchable now" "$log" >&2 || true
+      continue
+    fi
     "$bin" --store "$store" "${sets[@]}" index "$repo" 2>&1 |
       while IFS= read -r line; do
         printf '%s\n' "$line" >>"$log"

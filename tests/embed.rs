@@ -578,6 +578,124 @@ async fn trawl_index_makes_the_code_searchable_before_the_slow_embedder_is_done(
     assert_eq!(last["counts"]["text_only"], 0, "{last}");
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn trawl_index_makes_the_code_searchable_before_the_sentence_model_reads_the_prose() {
+    // The local model reads every sentence of long prose (`chunk.meaning`): the code goes
+    // live first, the guide follows with the vectors.
+    assert!(
+        trawl_embed::local::is_installed(&trawl_embed::local::default_model_dir()),
+        "the local model is not installed: bash scripts/fetch-model.sh"
+    );
+    let fake = FakeVoyage::start(FakeConfig {
+        p_slow: 1.0,
+        slow: Duration::from_secs(2),
+        ..FakeConfig::default()
+    })
+    .await
+    .unwrap();
+    let mut guide = String::from("# Operations guide\n\n");
+    for i in 0..8 {
+        guide.push_str(&format!(
+            "A customer refund is paid back to the card within five working days, case {i}.\n\n"
+        ));
+    }
+    for i in 0..8 {
+        guide.push_str(&format!(
+            "Backups of the ledger database are taken every night at two, copy {i}.\n\n"
+        ));
+    }
+    let src = SourceRepo::named("prose-last");
+    src.commit(
+        &[
+            (
+                "lib/ledger.py",
+                file("def reconcile_ledger(entries):\n    \"\"\"Balance the ledger.\"\"\"\n    return sum(entries)\n"),
+            ),
+            ("docs/GUIDE.md", file(&guide)),
+        ],
+        false,
+    );
+    let work = tempfile::tempdir().unwrap();
+    let base = fake.base_url();
+    let run = |args: &'static [&'static str]| {
+        let (dir, path, base) = (work.path().to_owned(), src.path(), base.clone());
+        tokio::task::spawn_blocking(move || {
+            crate::search::trawl(&dir)
+                .env("VOYAGE_API_KEY", "test-key")
+                .args(["--set", &format!("embed.base_url={base:?}")])
+                .args(["--set", "embed.dims=256"])
+                .args(args)
+                .arg(path)
+                .output()
+                .unwrap()
+        })
+    };
+    let out = run(&["index", "--embedder", "voyage"]).await.unwrap();
+    let stdout = crate::search::ok(&out);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("generation 1 is searchable now (")
+            && stderr.contains("without 1 long prose file still being cut by meaning"),
+        "{stderr}\n{stdout}"
+    );
+    assert!(
+        stdout.contains("without 1 prose files then being cut by meaning"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("generation 2 live"), "{stdout}");
+    let counts = |g: u32| -> serde_json::Value {
+        let m: serde_json::Value = serde_json::from_slice(
+            &std::fs::read(
+                work.path()
+                    .join(format!(".trawl/index/gen={g}/manifest.json")),
+            )
+            .unwrap(),
+        )
+        .unwrap();
+        m["counts"].clone()
+    };
+    let (first, last) = (counts(1), counts(2));
+    // The guide (~1,300 bytes over a 400-byte ceiling) is two pieces or more, none of them
+    // in the early generation.
+    let (early, full) = (
+        first["chunks"].as_u64().unwrap(),
+        last["chunks"].as_u64().unwrap(),
+    );
+    assert!(early >= 1 && full >= early + 2, "{first} {last}");
+    assert_eq!(last["text_only"], 0, "{last}");
+
+    // The guide is live, cut where its topic changes; and the run recorded the repository
+    // as finished: the next one finds nothing to do.
+    let found = tokio::task::spawn_blocking({
+        let dir = work.path().to_owned();
+        let base = base.clone();
+        move || {
+            crate::search::trawl(&dir)
+                .env("VOYAGE_API_KEY", "test-key")
+                .args(["--set", &format!("embed.base_url={base:?}")])
+                .args(["--set", "embed.dims=256"])
+                .args([
+                    "search",
+                    "refund to the card",
+                    "--mode",
+                    "lexical",
+                    "-k",
+                    "3",
+                ])
+                .output()
+                .unwrap()
+        }
+    })
+    .await
+    .unwrap();
+    let found = crate::search::ok(&found);
+    assert!(found.contains("docs/GUIDE.md"), "{found}");
+    let again = run(&["index", "--embedder", "voyage"]).await.unwrap();
+    let again = crate::search::ok(&again);
+    assert!(again.contains("unchanged"), "{again}");
+    assert!(!work.path().join(".trawl/index/gen=3").exists(), "{again}");
+}
+
 /// A store holding the chunks of one repository of real code.
 async fn chunked_stdlib() -> Harness {
     let h = Harness::new().with_inproc_bus();

@@ -20,16 +20,24 @@
 //!   never holds up the files behind it. Debug builds read `TRAWL_TEST_PANIC_ON_PATH` (a file
 //!   path whose chunking panics) for the hostile tests; release builds do not have it.
 //!
+//! - **prose deferred, in the one-process pipeline** ([`ChunkWorker::deferring_prose`]): a
+//!   file the sentence model would read ([`trawl_chunker::may_use_meaning`]) is held back and
+//!   chunked after every other file, and [`ChunkWorker::first_pass`] says when the others are
+//!   done, so that a first generation can go live without waiting for the model.
+//!
 //! Parts are sorted by path then byte offset, zstd-compressed, one row group each.
 
-use std::collections::BTreeMap;
-use std::sync::Arc;
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use bytes::Bytes;
+use futures::future::BoxFuture;
 use trawl_chunker::records::{Source, to_records};
 use trawl_chunker::{CHUNKER_VERSION, Options, Strategy};
-use trawl_core::bus::{Bus, Delivery, Topic};
+use trawl_core::RepoId;
+use trawl_core::bus::{Bus, Delivery, Settle, Topic};
 use trawl_core::records::{self, CHUNK_PART_VERSION, ChunkPartEvent, FileEvent, FileOp};
 use trawl_core::shutdown::Shutdown;
 use trawl_core::store::{Store, keys};
@@ -115,6 +123,53 @@ pub enum Until {
     Idle(Duration),
 }
 
+/// How far a worker that defers prose ([`ChunkWorker::deferring_prose`]) is.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum FirstPass {
+    /// Chunking the files that do not need the sentence model.
+    Running,
+    /// Every other file is chunked and its part published; these follow, cut by meaning.
+    Done(Deferred),
+    /// The run ended before its first pass did (an error or a shutdown).
+    Stopped,
+}
+
+/// The files a first pass held back.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Deferred {
+    pub files: u64,
+    /// Their repositories.
+    pub repos: BTreeSet<RepoId>,
+}
+
+/// Events held back for the second pass: (key, payload, attempt).
+type Held = Arc<Mutex<VecDeque<(String, Bytes, u32)>>>;
+
+/// The settlement of a held event: given back, it is held again, one attempt more.
+struct HeldSettle {
+    held: Held,
+    key: String,
+    payload: Bytes,
+    attempt: u32,
+}
+
+impl Settle for HeldSettle {
+    fn ack(self: Box<Self>) -> BoxFuture<'static, Result<(), trawl_core::Error>> {
+        Box::pin(async { Ok(()) })
+    }
+    fn nack(self: Box<Self>) {
+        let Self {
+            held,
+            key,
+            payload,
+            attempt,
+        } = *self;
+        held.lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .push_back((key, payload, attempt + 1));
+    }
+}
+
 /// The chunk stage.
 pub struct ChunkWorker {
     store: Store,
@@ -126,6 +181,8 @@ pub struct ChunkWorker {
     shutdown: Shutdown,
     max_attempts: u32,
     chunk: ChunkFn,
+    /// Set when prose is deferred: where the first pass is.
+    first_pass: Option<tokio::sync::watch::Sender<FirstPass>>,
 }
 
 /// Chunks one file: [`trawl_chunker::chunk`], or a stand-in in this crate's tests.
@@ -176,7 +233,27 @@ impl ChunkWorker {
             shutdown: Shutdown::never(),
             max_attempts: 3,
             chunk: trawl_chunker::chunk,
+            first_pass: None,
         }
+    }
+
+    /// Holds back the files the sentence model would read until every other file is
+    /// chunked, then chunks them; [`ChunkWorker::first_pass`] tells when the others are done.
+    /// For the one-process pipeline ([`Until::Closed`] on the in-process bus): a held event
+    /// is acknowledged when it is held, so a run that stops before its second pass leaves
+    /// those files unchunked, and the caller must record their repositories as unfinished
+    /// until [`ChunkWorker::run`] returns. Without a sentence model nothing is held.
+    #[must_use]
+    pub fn deferring_prose(mut self) -> Self {
+        self.first_pass = Some(tokio::sync::watch::channel(FirstPass::Running).0);
+        self
+    }
+
+    /// Where the first pass is, when prose is deferred.
+    pub fn first_pass(&self) -> Option<tokio::sync::watch::Receiver<FirstPass>> {
+        self.first_pass
+            .as_ref()
+            .map(tokio::sync::watch::Sender::subscribe)
     }
 
     /// Dead-letters a file whose chunking panicked on its `n`-th delivery (`bus.max_attempts`;
@@ -223,7 +300,23 @@ impl ChunkWorker {
     /// Consumes file events until `until`; returns the metrics. Up to `concurrency` files
     /// are in flight; receiving and finishing work progress together.
     pub async fn run(&self, until: Until) -> Result<MetricsSnapshot, trawl_core::Error> {
+        let r = self.passes(until).await;
+        if let Some(tx) = &self.first_pass {
+            tx.send_if_modified(|p| {
+                let running = *p == FirstPass::Running;
+                if running {
+                    *p = FirstPass::Stopped;
+                }
+                running
+            });
+        }
+        r
+    }
+
+    async fn passes(&self, until: Until) -> Result<MetricsSnapshot, trawl_core::Error> {
         use futures::StreamExt;
+        let held: Held = Arc::default();
+        let mut deferred = Deferred::default();
         let mut sub = self.bus.subscribe(FILES_TOPIC, GROUP).await?;
         let mut inflight = futures::stream::FuturesUnordered::new();
         let idle = match until {
@@ -246,7 +339,11 @@ impl ChunkWorker {
                 }
                 Some(()) = inflight.next(), if !inflight.is_empty() => {}
                 next = sub.recv() => match next? {
-                    Some(d) => inflight.push(self.handle(d)),
+                    Some(d) => {
+                        if let Some(d) = self.hold(d, &held, &mut deferred).await {
+                            inflight.push(self.handle(d));
+                        }
+                    }
                     None => break,
                 },
                 () = tokio::time::sleep_until(deadline), if idle.is_some() && inflight.is_empty() => break,
@@ -254,7 +351,83 @@ impl ChunkWorker {
             deadline = tokio::time::Instant::now() + idle.unwrap_or(far);
         }
         while inflight.next().await.is_some() {}
+        let Some(tx) = &self.first_pass else {
+            return Ok(self.metrics.snapshot());
+        };
+        if shutdown.is_requested() {
+            return Ok(self.metrics.snapshot());
+        }
+        if deferred.files > 0 {
+            tracing::info!(
+                files = deferred.files,
+                "every other file is chunked: the prose held back is cut by meaning now"
+            );
+        }
+        tx.send_replace(FirstPass::Done(deferred));
+        // The second pass: what was held, given back and held again until it is done.
+        loop {
+            while inflight.len() < self.concurrency {
+                let next = held
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner)
+                    .pop_front();
+                let Some((key, payload, attempt)) = next else {
+                    break;
+                };
+                let settle = Box::new(HeldSettle {
+                    held: held.clone(),
+                    key: key.clone(),
+                    payload: payload.clone(),
+                    attempt,
+                });
+                inflight.push(self.handle(Delivery::new(key, payload, attempt, settle)));
+            }
+            tokio::select! {
+                biased;
+                () = shutdown.requested() => {
+                    tracing::info!(in_flight = inflight.len(), "shutting down: finishing the held prose in flight");
+                    break;
+                }
+                next = inflight.next() => if next.is_none() { break },
+            }
+        }
+        while inflight.next().await.is_some() {}
         Ok(self.metrics.snapshot())
+    }
+
+    /// Holds `d` back for the second pass when prose is deferred and the sentence model
+    /// would read its file (acknowledging it: the held copy is the worker's); otherwise gives
+    /// it back to be chunked now.
+    async fn hold(&self, d: Delivery, held: &Held, deferred: &mut Deferred) -> Option<Delivery> {
+        if self.first_pass.is_none() {
+            return Some(d);
+        }
+        let Ok(ev) = FileEvent::from_json(&d.payload) else {
+            return Some(d);
+        };
+        let len = ev.content.as_ref().map_or(0, String::len);
+        if ev.op == FileOp::Delete
+            || !trawl_chunker::may_use_meaning(
+                &ev.path,
+                ev.language.as_deref(),
+                len,
+                self.strategy,
+                &self.opts,
+            )
+        {
+            return Some(d);
+        }
+        let entry = (d.key.clone(), d.payload.clone(), d.attempt);
+        if let Err(e) = d.ack().await {
+            tracing::warn!(error = %e, path = %ev.path, "acknowledgement failed; the file is chunked when it comes again");
+            return None;
+        }
+        held.lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .push_back(entry);
+        deferred.files += 1;
+        deferred.repos.insert(ev.repo);
+        None
     }
 
     async fn handle(&self, d: Delivery) {
@@ -402,6 +575,10 @@ mod tests {
     }
 
     fn upsert(path: &str, content: &str) -> Bytes {
+        upsert_in(path, "python", content)
+    }
+
+    fn upsert_in(path: &str, language: &str, content: &str) -> Bytes {
         FileEvent {
             schema_version: records::FILE_EVENT_VERSION,
             op: FileOp::Upsert,
@@ -410,7 +587,7 @@ mod tests {
             path: path.into(),
             renamed_from: None,
             blob: Some("b".repeat(40).parse::<BlobId>().unwrap()),
-            language: Some("python".into()),
+            language: Some(language.into()),
             size: content.len() as u64,
             encoding: None,
             content: Some(content.into()),
@@ -466,5 +643,136 @@ mod tests {
             Store::memory(),
         )))
         .await;
+    }
+
+    /// Chunks as the real chunker does, but panics on `POISON.md`.
+    fn poisoned_prose(
+        path: &str,
+        language: Option<&str>,
+        src: &str,
+        strategy: Strategy,
+        opts: &Options,
+    ) -> trawl_chunker::Chunked {
+        assert_ne!(path, "POISON.md", "a chunker bug this file triggers");
+        trawl_chunker::chunk(path, language, src, strategy, opts)
+    }
+
+    /// A sentence model that tells topics by keyword, and reads nothing until its gate opens.
+    #[derive(Default)]
+    struct Gated {
+        open: std::sync::atomic::AtomicBool,
+        read: AtomicU64,
+    }
+    impl Sentences for Gated {
+        fn embed(&self, texts: &[String]) -> Result<Vec<Vec<f32>>, String> {
+            while !self.open.load(Ordering::Relaxed) {
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            self.read.fetch_add(texts.len() as u64, Ordering::Relaxed);
+            Ok(texts
+                .iter()
+                .map(|t| {
+                    let refund = f32::from(u8::from(t.contains("refund")));
+                    vec![refund, 1.0 - refund, 0.1]
+                })
+                .collect())
+        }
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn prose_for_the_sentence_model_waits_until_every_other_file_is_chunked() {
+        let store = Store::memory();
+        let bus: Arc<dyn Bus> = Arc::new(InProcBus::new(64));
+        let mut guide = String::from("# Guide\n\n");
+        for i in 0..30 {
+            guide.push_str(&format!("A refund takes five days, case {i}.\n\n"));
+        }
+        for i in 0..30 {
+            guide.push_str(&format!("Shipping goes out on Mondays, case {i}.\n\n"));
+        }
+        assert!(guide.len() > Options::default().ceiling);
+        for (path, language, text) in [
+            ("GUIDE.md", "markdown", guide.as_str()),
+            ("a.py", "python", "def a():\n    return 1\n"),
+            ("POISON.md", "markdown", guide.as_str()),
+            (
+                "notes.md",
+                "markdown",
+                "# Notes\n\nShort enough to need no model.\n",
+            ),
+            ("b.py", "python", "def b():\n    return 2\n"),
+        ] {
+            bus.publish(
+                FILES_TOPIC,
+                "github.com/a/b",
+                upsert_in(path, language, text),
+            )
+            .await
+            .unwrap();
+        }
+        bus.close(FILES_TOPIC).await.unwrap();
+        let model = Arc::new(Gated::default());
+        let worker = ChunkWorker::new(store.clone(), bus.clone(), Options::default(), 2)
+            .with_meaning(Some(Meaning {
+                model: model.clone(),
+                percentile: 95.0,
+            }))
+            .with_chunker(poisoned_prose)
+            .with_max_attempts(3)
+            .deferring_prose();
+        let mut first = worker.first_pass().unwrap();
+        let repo = RepoId::parse("github.com/a/b").unwrap();
+        let watch = async {
+            let done = tokio::time::timeout(
+                Duration::from_secs(60),
+                first.wait_for(|p| *p != FirstPass::Running),
+            )
+            .await
+            .map(|p| p.map(|p| p.clone()));
+            // The code and the short note are chunked; the model has read nothing.
+            let parts = store.list("chunks/").await.unwrap().len();
+            let read = model.read.load(Ordering::Relaxed);
+            model.open.store(true, Ordering::Relaxed);
+            (done, parts, read)
+        };
+        let (m, (done, parts, read)) = tokio::join!(worker.run(Until::Closed), watch);
+        let done = done
+            .expect("the first pass ends without the model")
+            .unwrap();
+        assert_eq!(
+            done,
+            FirstPass::Done(Deferred {
+                files: 2,
+                repos: [repo].into_iter().collect()
+            })
+        );
+        assert_eq!((parts, read), (3, 0));
+        let m = m.unwrap();
+        // The guide follows, cut by meaning; the file the chunker panics on is given back
+        // and, on its last attempt, set aside, as in the first pass.
+        assert_eq!((m.files, m.dead_letters, m.panics, m.retries), (4, 1, 3, 2));
+        assert_eq!(store.list("chunks/").await.unwrap().len(), 4);
+        assert!(model.read.load(Ordering::Relaxed) > 0);
+        assert_eq!(m.notes.get("split-by-meaning"), Some(&1), "{:?}", m.notes);
+        let letters = letters(&bus).await;
+        assert_eq!(letters.len(), 1);
+        assert!(
+            letters[0].error.contains("POISON.md"),
+            "{}",
+            letters[0].error
+        );
+    }
+
+    #[tokio::test]
+    async fn a_run_that_ends_early_says_its_first_pass_stopped() {
+        let bus: Arc<dyn Bus> = Arc::new(InProcBus::new(4));
+        let (trigger, shutdown) = trawl_core::shutdown::channel();
+        trigger.request();
+        let worker = ChunkWorker::new(Store::memory(), bus, Options::default(), 1)
+            .with_shutdown(shutdown)
+            .deferring_prose();
+        let first = worker.first_pass().unwrap();
+        worker.run(Until::Closed).await.unwrap();
+        assert_eq!(*first.borrow(), FirstPass::Stopped);
     }
 }

@@ -284,6 +284,33 @@ pub fn chunk(
     }
 }
 
+/// Whether chunking this file may ask [`Options::meaning`]'s sentence model: prose (Markdown,
+/// plain text, reStructuredText, a file of no known language) longer than the ceiling, outside
+/// the tests, with the `ast` strategy. Every file [`chunk`] sends to the model passes it (a
+/// test holds the two together), so a caller can chunk the others first when the model is
+/// slow.
+pub fn may_use_meaning(
+    path: &str,
+    language: Option<&str>,
+    len: usize,
+    strategy: Strategy,
+    opts: &Options,
+) -> bool {
+    let prose = match language {
+        Some("markdown") | None => true,
+        Some(l) => {
+            lang::spec(l).and_then(|s| s.language).is_none()
+                && lang::dynamic(l).is_none()
+                && matches!(l, "text" | "rst")
+        }
+    };
+    strategy == Strategy::Ast
+        && opts.meaning.is_some()
+        && len > opts.ceiling
+        && prose
+        && !trawl_core::role::in_tests(path)
+}
+
 #[cfg(test)]
 mod definition_tests;
 #[cfg(test)]

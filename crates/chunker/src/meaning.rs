@@ -379,6 +379,54 @@ mod tests {
     }
 
     #[test]
+    fn every_file_the_model_reads_is_one_may_use_meaning_names() {
+        let model = Arc::new(Counting::default());
+        let o = opts(model.clone(), 50, 400);
+        let read = || model.0.load(std::sync::atomic::Ordering::Relaxed);
+        let prose = topic_text();
+        let code = "def f(x):\n    return x + 1\n\n".repeat(40);
+        let md = format!("# Guide\n\n{prose}");
+        let rows = "job:\n  run: cargo build\n\n".repeat(40);
+        let cases: [(&str, Option<&str>, &str, bool); 9] = [
+            ("GUIDE.md", Some("markdown"), &md, true),
+            ("NOTES", Some("text"), &prose, true),
+            ("docs/intro.rst", Some("rst"), &prose, true),
+            ("LICENSE", None, &prose, true),
+            (
+                "short.md",
+                Some("markdown"),
+                "# Short\n\nOne line.\n",
+                false,
+            ),
+            ("tests/data/sherlock.txt", Some("text"), &prose, false),
+            ("ci.yml", Some("yaml"), &rows, false),
+            ("app.py", Some("python"), &code, false),
+            ("README.md", Some("markdown"), &md, true),
+        ];
+        for (path, language, src, prose_over_ceiling) in cases {
+            let before = read();
+            crate::chunk(path, language, src, crate::Strategy::Ast, &o);
+            let may = crate::may_use_meaning(path, language, src.len(), crate::Strategy::Ast, &o);
+            assert_eq!(may, prose_over_ceiling, "{path}");
+            if read() > before {
+                assert!(may, "{path} was read by the model but not named");
+            }
+            let windows =
+                crate::may_use_meaning(path, language, src.len(), crate::Strategy::Windows, &o);
+            assert!(!windows, "{path}: windows never read sentences");
+        }
+        assert!(read() > 0, "the prose cases were read by the model");
+        let no_model = crate::Options { meaning: None, ..o };
+        assert!(!crate::may_use_meaning(
+            "GUIDE.md",
+            Some("markdown"),
+            md.len(),
+            crate::Strategy::Ast,
+            &no_model
+        ));
+    }
+
+    #[test]
     fn data_configuration_and_test_fixtures_are_cut_by_size_without_the_model() {
         let model = Arc::new(Counting::default());
         let o = opts(model.clone(), 50, 400);

@@ -100,16 +100,31 @@ impl Render {
 }
 
 impl trawl_pipeline::Observer for Render {
-    fn early_generation(&self, m: &trawl_compactor::Manifest, _after: f64) {
-        self.line(if m.counts.text_only == 0 {
+    fn early_generation(&self, m: &trawl_compactor::Manifest, early: &trawl_pipeline::Early) {
+        let mut waiting = Vec::new();
+        if m.counts.text_only > 0 {
+            waiting.push(format!(
+                "words only for the {} chunks still being embedded",
+                m.counts.text_only
+            ));
+        }
+        if early.deferred_files > 0 {
+            waiting.push(format!(
+                "without {} long prose file{} still being cut by meaning",
+                early.deferred_files,
+                if early.deferred_files == 1 { "" } else { "s" }
+            ));
+        }
+        self.line(if waiting.is_empty() {
             format!(
                 "index: generation {} is searchable now: trawl search \"…\"",
                 m.generation
             )
         } else {
             format!(
-                "index: generation {} is searchable now (words only for the {} chunks still being embedded): trawl search \"…\"",
-                m.generation, m.counts.text_only
+                "index: generation {} is searchable now ({}; the full generation follows): trawl search \"…\"",
+                m.generation,
+                waiting.join(", ")
             )
         });
     }
@@ -236,10 +251,10 @@ pub async fn run(cfg: &Config, args: Args) -> anyhow::Result<ExitCode> {
         m.shard_count,
         m.build.shards_reused
     );
-    if let Some(early) = r.early.filter(|e| e.text_only > 0) {
+    if let Some(early) = r.early.filter(|e| e.text_only > 0 || e.deferred_files > 0) {
         println!(
-            "  early    generation {} was searchable after {:.1} s, by words only for {} chunks then waiting for vectors",
-            early.generation, early.after, early.text_only
+            "  early    generation {} was searchable after {:.1} s, by words only for {} chunks then waiting for vectors, without {} prose files then being cut by meaning",
+            early.generation, early.after, early.text_only, early.deferred_files
         );
     }
     for r in &report.repos {

@@ -519,9 +519,29 @@ impl Fetcher {
 
     /// Records the states a run with [`RunOptions::defer_state`] left pending.
     pub async fn commit_states(&self, report: &RunReport) -> Result<(), trawl_core::Error> {
+        self.commit_states_unfinished(report, &std::collections::BTreeSet::new())
+            .await
+    }
+
+    /// [`Fetcher::commit_states`], but the repositories in `unfinished` (files of the run not
+    /// chunked yet) are recorded without a chunker version: a run that stops before they are
+    /// chunked leaves them to be sent whole again by the next one, as for a new chunker (what
+    /// is chunked already keeps its vectors). Their state is recorded again, complete, when
+    /// the rest is chunked.
+    pub async fn commit_states_unfinished(
+        &self,
+        report: &RunReport,
+        unfinished: &std::collections::BTreeSet<RepoId>,
+    ) -> Result<(), trawl_core::Error> {
         for r in &report.repos {
             if let (Some(state), Some(repo)) = (&r.pending_state, &r.repo) {
-                self.store.put_json(&keys::repo_state(repo), state).await?;
+                if unfinished.contains(repo) {
+                    let mut state = state.clone();
+                    state.chunker_version = None;
+                    self.store.put_json(&keys::repo_state(repo), &state).await?;
+                } else {
+                    self.store.put_json(&keys::repo_state(repo), state).await?;
+                }
             }
         }
         Ok(())

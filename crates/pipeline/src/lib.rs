@@ -20,6 +20,10 @@
 //! - **Early words-only generation**: once everything is fetched and chunked while the
 //!   embedder is still at work, a first generation goes live with the chunks not embedded yet
 //!   indexed for words only; the full one follows.
+//! - **Prose last**: with the local model as the sentence model (`chunk.meaning`), the files
+//!   it would read are chunked after every other file, and the early generation goes live
+//!   without them; their repositories are recorded as unfinished until they are chunked, so
+//!   that a run that stops in between leaves them to the next one.
 //!
 //! Progress is read from a [`Status`] and told to an [`Observer`]; nothing here prints.
 
@@ -30,11 +34,11 @@ use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use bytes::Bytes;
-use trawl_chunk_worker::{ChunkWorker, MetricsSnapshot};
+use trawl_chunk_worker::{ChunkWorker, Deferred, FirstPass, MetricsSnapshot};
 use trawl_compactor::Manifest;
 use trawl_compactor::run::{Compacted, RunError};
 use trawl_core::bus::{Bus, InProcBus, SpoolBus, Topic};
-use trawl_core::config::{Config, EmbedderKind};
+use trawl_core::config::{Config, EmbedderKind, MeaningModel};
 use trawl_core::ids::Generation;
 use trawl_core::records::DeadLetter;
 use trawl_core::space::Space;
@@ -209,9 +213,9 @@ impl trawl_compactor::Progress for Counters {
 
 /// What a run tells as it goes; every method has a default that ignores it.
 pub trait Observer: Send + Sync {
-    /// The early words-only generation is live (`after`: seconds since the run started).
-    fn early_generation(&self, manifest: &Manifest, after: f64) {
-        let _ = (manifest, after);
+    /// The early words-only generation is live.
+    fn early_generation(&self, manifest: &Manifest, early: &Early) {
+        let _ = (manifest, early);
     }
     /// A compaction found nothing changed since `generation` was built: it stays live.
     fn unchanged(&self, generation: Generation) {
@@ -237,6 +241,8 @@ pub struct Early {
     pub text_only: u64,
     /// Seconds after the start it went live.
     pub after: f64,
+    /// Prose files it went live without, still to be cut by meaning (they join the full one).
+    pub deferred_files: u64,
 }
 
 /// What a run did.
@@ -297,8 +303,18 @@ impl Pipeline {
         let store = Store::from_url(&cfg.store.url)?;
         let bus: Arc<dyn Bus> = Arc::new(InProcBus::new(cfg.bus.capacity));
         let fetcher = Fetcher::new(cfg.fetch.clone(), store.clone(), bus.clone());
-        let chunker = trawl_chunk_worker::from_config(cfg, store.clone(), bus.clone())?
-            .with_meaning(meaning::for_run(cfg, opts.embedder, Some(&embedder)));
+        let meaning = meaning::for_run(cfg, opts.embedder, Some(&embedder));
+        // The local model reads every sentence of long prose: a first generation need not
+        // wait for it (the hash embedder and shared words are fast, and tests see no early
+        // generation with the hash embedder).
+        let defer = meaning.is_some()
+            && cfg.chunk.meaning_model == MeaningModel::Local
+            && opts.embedder != EmbedderKind::Hash;
+        let mut chunker =
+            trawl_chunk_worker::from_config(cfg, store.clone(), bus.clone())?.with_meaning(meaning);
+        if defer {
+            chunker = chunker.deferring_prose();
+        }
         let embed = EmbedWorker::new(store.clone(), Some(bus.clone()), embedder, embed_opts);
         let status = Status {
             repos: opts.specs.len(),
@@ -360,11 +376,15 @@ impl Pipeline {
             let _ = bus.close(Topic::Files.name()).await;
             report
         };
+        // Some(ok) once the chunker is done.
+        let (chunk_end_tx, mut chunk_end) = tokio::sync::watch::channel(None::<bool>);
         let chunk = async {
             let r = chunker.run(trawl_chunk_worker::Until::Closed).await;
             let _ = bus.close(Topic::Chunks.name()).await;
+            chunk_end_tx.send_replace(Some(r.is_ok()));
             r
         };
+        let first_pass = chunker.first_pass();
         let embed_run = async {
             let r = embed.run(trawl_embed_worker::Until::Closed).await;
             // If the embedder stopped early (a bad key), keep the chunker from blocking on a
@@ -386,38 +406,66 @@ impl Pipeline {
         };
         // The hash embedder (tests) is never slow enough to need an early generation.
         let early = Mutex::new(None::<Early>);
-        let fetch_and_chunk = async {
-            let (report, chunked) = tokio::join!(fetch, chunk);
+        let fetch_then_early = async {
+            let report = fetch.await;
+            // Every file chunked but the prose held back for the sentence model (all of
+            // them when none is held back); None when the chunker stopped.
+            let deferred = match first_pass {
+                Some(mut rx) => match rx.wait_for(|p| *p != FirstPass::Running).await {
+                    Ok(p) => match &*p {
+                        FirstPass::Done(d) => Some(d.clone()),
+                        _ => None,
+                    },
+                    Err(_) => None,
+                },
+                None => match chunk_end.wait_for(Option::is_some).await {
+                    Ok(ok) if *ok == Some(true) => Some(Deferred::default()),
+                    _ => None,
+                },
+            };
+            let Some(deferred) = deferred else {
+                return report;
+            };
             let em = embed.metrics();
             let done = |a: &AtomicU64| a.load(Ordering::Relaxed);
-            let waiting = chunked.as_ref().map_or(0, |c| c.chunks).saturating_sub(
+            let waiting = done(&status.chunk.chunks).saturating_sub(
                 done(&em.cache_hits) + done(&em.vectors_written) + done(&em.dead_lettered),
             );
-            if chunked.is_ok()
-                && waiting > 0
+            if (waiting > 0 || deferred.files > 0)
                 && opts.embedder != EmbedderKind::Hash
                 && report.failed() < report.repos.len()
             {
-                match publish_early(&cfg, &store, &fetcher, &report, opts.embedder, observer).await
+                match publish_early(
+                    &cfg,
+                    &store,
+                    &fetcher,
+                    &report,
+                    &deferred,
+                    opts.embedder,
+                    observer,
+                )
+                .await
                 {
                     Ok(m) => {
-                        let after = started.elapsed().as_secs_f64();
-                        observer.early_generation(&m, after);
-                        *lock(&early) = Some(Early {
+                        let e = Early {
                             generation: m.generation,
                             text_only: m.counts.text_only,
-                            after,
-                        });
+                            after: started.elapsed().as_secs_f64(),
+                            deferred_files: deferred.files,
+                        };
+                        observer.early_generation(&m, &e);
+                        *lock(&early) = Some(e);
                     }
                     Err(e) => {
                         tracing::warn!(error = %error_chain(&e), "the early generation was not built; the full one follows");
                     }
                 }
             }
-            (report, chunked)
+            report
         };
-        let ((report, chunked), embedded_report, _, dead) = tokio::join!(
-            fetch_and_chunk,
+        let (report, chunked, embedded_report, _, dead) = tokio::join!(
+            fetch_then_early,
+            chunk,
             embed_run,
             drain(bus.clone(), Topic::Embedded.name(), GROUP, false),
             drain(bus.clone(), Topic::DeadLetters.name(), GROUP, true),
@@ -481,11 +529,15 @@ async fn publish_early(
     store: &Store,
     fetcher: &Fetcher,
     report: &RunReport,
+    deferred: &Deferred,
     embedder: EmbedderKind,
     observer: &dyn Observer,
 ) -> Result<Manifest, PipelineError> {
-    // Every event is chunked and durable: the states may be recorded now.
-    fetcher.commit_states(report).await?;
+    // Every event but the held prose is chunked and durable: the states may be recorded
+    // now, those of repositories with held prose as unfinished.
+    fetcher
+        .commit_states_unfinished(report, &deferred.repos)
+        .await?;
     compact(
         cfg,
         store,
@@ -694,6 +746,58 @@ mod tests {
             .unwrap();
         assert_eq!(third.fetch.repos[0].status, "unchanged");
         assert_eq!(third.manifest.generation, again.manifest.generation);
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_run_stopped_with_prose_held_back_leaves_its_repository_to_the_next_run() {
+        use trawl_core::records::RepoState;
+        use trawl_core::store::keys;
+        let work = tempfile::tempdir().unwrap();
+        let (cfg, opts) = pool_repo(work.path());
+        let first = Box::pin(Pipeline::new(&cfg, opts.clone()).unwrap().run(&Quiet))
+            .await
+            .unwrap();
+        let store = Store::from_url(&cfg.store.url).unwrap();
+        let repo_id = opts.specs[0].id.clone();
+        // What the early generation records for a repository whose prose is still held back,
+        // when the process then stops: its head, unfinished.
+        let fetcher = Fetcher::new(
+            cfg.fetch.clone(),
+            store.clone(),
+            Arc::new(InProcBus::new(4)),
+        );
+        let mut report = first.fetch.clone();
+        let state: RepoState = store
+            .get_json(&keys::repo_state(&repo_id))
+            .await
+            .unwrap()
+            .unwrap();
+        report.repos[0].pending_state = Some(state);
+        let unfinished = [repo_id.clone()].into_iter().collect();
+        fetcher
+            .commit_states_unfinished(&report, &unfinished)
+            .await
+            .unwrap();
+        let state: RepoState = store
+            .get_json(&keys::repo_state(&repo_id))
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(state.chunker_version, None);
+        // The next run sends the repository whole again though its head did not move, and
+        // records it finished.
+        let again = Box::pin(Pipeline::new(&cfg, opts).unwrap().run(&Quiet))
+            .await
+            .unwrap();
+        let fetched = &again.fetch.repos[0];
+        assert!(fetched.rechunked && fetched.upserts == 1, "{fetched:?}");
+        assert_eq!(again.embed.embed.vectors_written, 0, "{:?}", again.embed);
+        let state: RepoState = store
+            .get_json(&keys::repo_state(&repo_id))
+            .await
+            .unwrap()
+            .unwrap();
+        assert!(state.chunker_version.is_some());
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
