@@ -244,6 +244,15 @@ pub fn candidates_with(
         vector: hyde.filter(|_| mode == Mode::Hybrid && vector.is_some()),
         ..arm
     };
+    // The words score against the statistics of the whole generation (of what the caller
+    // may see), so a chunk's lexical score does not depend on the shard it was built into.
+    let stats = match &text_query {
+        Some(q) => Some(
+            CorpusStats::new(generation, &filter, q)
+                .map_err(|e| QueryError::Index(format!("text statistics: {e}")))?,
+        ),
+        None => None,
+    };
     type Arm = Vec<Candidate>;
     let per_segment: Vec<Result<(Arm, Arm, Arm), QueryError>> = generation
         .segments
@@ -262,9 +271,9 @@ pub fn candidates_with(
                         vector_arm(seg, &f, &hyde_arm, si),
                     )
                 },
-                || match &text_query {
-                    Some(q) => lexical_arm(seg, &f, q, per_arm, si),
-                    None => Ok(Vec::new()),
+                || match (&text_query, &stats) {
+                    (Some(q), Some(stats)) => lexical_arm(seg, &f, q, stats, per_arm, si),
+                    _ => Ok(Vec::new()),
                 },
             );
             Ok((v?, l?, hy?))
@@ -656,6 +665,7 @@ fn lexical_arm(
     seg: &Segment,
     f: &SegFilter,
     q: &tantivy::query::BooleanQuery,
+    stats: &CorpusStats,
     n: usize,
     si: u32,
 ) -> Result<Vec<Candidate>, QueryError> {
@@ -665,23 +675,88 @@ fn lexical_arm(
     let searcher = seg.reader.searcher();
     let top = TopDocs::with_limit(n).order_by_score();
     let hits = if f.passes_all() {
-        searcher.search(q, &top).map_err(tv)?
+        searcher
+            .search_with_statistics_provider(q, &top, stats)
+            .map_err(tv)?
     } else {
         let f2 = f.clone();
         let collector = FilterCollector::new("ord".into(), move |ord: u64| f2.ok(ord), top);
-        if f.hides_repos() {
-            let stats = VisibleStats::new(&searcher, f).map_err(tv)?;
-            searcher
-                .search_with_statistics_provider(q, &collector, &stats)
-                .map_err(tv)?
-        } else {
-            searcher.search(q, &collector).map_err(tv)?
-        }
+        searcher
+            .search_with_statistics_provider(q, &collector, stats)
+            .map_err(tv)?
     };
     Ok(trawl_index::segment::ords(&searcher, hits)?
         .into_iter()
         .map(|(ord, score)| (si, ord as u32, f64::from(score)))
         .collect())
+}
+
+/// BM25 statistics over every segment of a generation, for the terms of one query. Each
+/// shard is its own text index: scored with its own statistics, a chunk's words would weigh
+/// more or less by the shard its id hashed to, and the arm would merge scores of different
+/// scales. For a caller whose token hides repositories, only the docs it may see count
+/// ([`VisibleStats`]).
+struct CorpusStats {
+    docs: u64,
+    tokens: HashMap<tantivy::schema::Field, u64>,
+    doc_freq: HashMap<tantivy::Term, u64>,
+}
+
+impl CorpusStats {
+    fn new(
+        generation: &Generation,
+        filter: &Arc<Filter>,
+        q: &tantivy::query::BooleanQuery,
+    ) -> tantivy::Result<Self> {
+        use tantivy::query::{Bm25StatisticsProvider, Query};
+        let mut terms: Vec<tantivy::Term> = Vec::new();
+        q.query_terms(&mut |t, _| terms.push(t.clone()));
+        terms.sort();
+        terms.dedup();
+        let mut fields: Vec<tantivy::schema::Field> =
+            terms.iter().map(tantivy::Term::field).collect();
+        fields.sort();
+        fields.dedup();
+        let mut out = Self {
+            docs: 0,
+            tokens: fields.iter().map(|&f| (f, 0)).collect(),
+            doc_freq: terms.iter().map(|t| (t.clone(), 0)).collect(),
+        };
+        let mut add = |p: &dyn Bm25StatisticsProvider| -> tantivy::Result<()> {
+            out.docs += p.total_num_docs()?;
+            for (field, n) in &mut out.tokens {
+                *n += p.total_num_tokens(*field)?;
+            }
+            for (term, n) in &mut out.doc_freq {
+                *n += p.doc_freq(term)?;
+            }
+            Ok(())
+        };
+        for seg in &generation.segments {
+            let searcher = seg.reader.searcher();
+            let f = SegFilter::new(seg, filter);
+            if !f.hides_repos() {
+                add(&searcher)?;
+            } else if seg.repos.iter().any(|r| filter.access.allows(r)) {
+                add(&VisibleStats::new(&searcher, &f)?)?;
+            }
+        }
+        Ok(out)
+    }
+}
+
+impl tantivy::query::Bm25StatisticsProvider for CorpusStats {
+    fn total_num_tokens(&self, field: tantivy::schema::Field) -> tantivy::Result<u64> {
+        Ok(self.tokens.get(&field).copied().unwrap_or(0))
+    }
+
+    fn total_num_docs(&self) -> tantivy::Result<u64> {
+        Ok(self.docs)
+    }
+
+    fn doc_freq(&self, term: &tantivy::Term) -> tantivy::Result<u64> {
+        Ok(self.doc_freq.get(term).copied().unwrap_or(0))
+    }
 }
 
 /// BM25 statistics of the docs a caller may see. The index's own count every doc, so the

@@ -290,10 +290,14 @@ fn doc_at(path: &str, kind: &str, symbol: &str, text: &str, lines: (u32, u32)) -
 }
 
 async fn generation_of(docs: Vec<LiveDoc>) -> (Generation, tempfile::TempDir) {
+    generation_in_shards(docs, 1).await
+}
+
+async fn generation_in_shards(docs: Vec<LiveDoc>, shards: u32) -> (Generation, tempfile::TempDir) {
     let store = Store::memory();
     let cache = tempfile::tempdir().unwrap();
     let opts = BuildOptions {
-        shards: trawl_core::config::Shards::Fixed(1),
+        shards: trawl_core::config::Shards::Fixed(shards),
         threads: 1,
         ..BuildOptions::default()
     };
@@ -390,4 +394,97 @@ async fn a_table_of_contents_gives_its_place_to_the_definition_inside_it() {
     };
     let top = top_paths(&g, "area of a circle radius", &off);
     assert!(top.iter().any(|t| t.1 == 1 && t.2 == 300), "{top:?}");
+}
+
+/// Lexical scores by chunk id, for `query` in lexical mode as `access` sees it.
+fn lexical_scores(g: &Generation, query: &str, access: &Access) -> Vec<(String, f64)> {
+    let mut req = SearchRequest::new(query);
+    req.mode = Mode::Lexical;
+    let ranked = search::candidates(
+        g,
+        &req,
+        50,
+        Filter::new(&req, access.clone()).unwrap(),
+        None,
+        &QueryConfig::default(),
+    )
+    .unwrap();
+    let mut out: Vec<(String, f64)> = ranked
+        .candidates
+        .iter()
+        .map(|&(s, o, score)| {
+            let id = g.segments[s as usize].docs[o as usize].chunk_id.to_string();
+            (id, score)
+        })
+        .collect();
+    out.sort_by(|a, b| a.0.cmp(&b.0));
+    out
+}
+
+fn assert_same_scores(query: &str, a: &[(String, f64)], b: &[(String, f64)]) {
+    assert_eq!(a.len(), b.len(), "{query}");
+    for ((id_a, s_a), (id_b, s_b)) in a.iter().zip(b) {
+        assert_eq!(id_a, id_b, "{query}");
+        assert!((s_a - s_b).abs() < 1e-5, "{query}: {id_a} {s_a} != {s_b}");
+    }
+}
+
+/// Words spread unevenly: `retry` is rare, `request` common, and each repository has its own.
+fn skewed_corpus() -> Vec<LiveDoc> {
+    (0..60u64)
+        .map(|i| {
+            let repo = if i % 3 == 0 {
+                "github.com/a/even"
+            } else {
+                "github.com/b/odd"
+            };
+            let mut body = format!("def handler_{i}(request):\n    return respond(request)\n");
+            if i % 7 == 0 {
+                body.push_str("    # retry the request on a timeout\n");
+            }
+            if i % 3 == 0 {
+                body.push_str("    # parse the header of the reply\n");
+            }
+            if i % 2 == 0 {
+                body.push_str(&"    log(request)\n".repeat((i % 5) as usize));
+            }
+            live(i, repo, &body)
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn a_chunks_lexical_score_does_not_depend_on_the_shard_it_was_built_into() {
+    let (one, _one) = generation_in_shards(skewed_corpus(), 1).await;
+    let (many, _many) = generation_in_shards(skewed_corpus(), 5).await;
+    assert_eq!(many.segments.len(), 5);
+    for query in [
+        "retry the request",
+        "parse reply header",
+        "log request handler_12",
+    ] {
+        let (a, b) = (
+            lexical_scores(&one, query, &Access::all()),
+            lexical_scores(&many, query, &Access::all()),
+        );
+        assert!(a.len() > 5, "{query}: {a:?}");
+        assert_same_scores(query, &a, &b);
+    }
+
+    // A token that sees one repository scores as an index of that repository alone would,
+    // however the shards mix it with the hidden one.
+    let even_docs: Vec<LiveDoc> = skewed_corpus()
+        .into_iter()
+        .filter(|d| d.doc.repo_id.as_str() == "github.com/a/even")
+        .collect();
+    let (alone, _alone) = generation_of(even_docs).await;
+    let even_only = Access::repos("t", &["github.com/a/*".into()]).unwrap();
+    for query in ["retry the request", "parse reply header"] {
+        let (a, b) = (
+            lexical_scores(&alone, query, &Access::all()),
+            lexical_scores(&many, query, &even_only),
+        );
+        assert!(!a.is_empty(), "{query}");
+        assert_same_scores(query, &a, &b);
+    }
 }
