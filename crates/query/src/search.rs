@@ -113,6 +113,11 @@ impl SegFilter {
         self.seg.repos.iter().any(|r| !self.filter.access.allows(r))
     }
 
+    /// The caller's token sees at least one repository of this segment.
+    fn sees_any(&self) -> bool {
+        self.seg.repos.iter().any(|r| self.filter.access.allows(r))
+    }
+
     /// Whether the caller may see this (live) doc at all, whatever the request filters.
     fn visible(&self, ord: u64) -> bool {
         let o = ord as usize;
@@ -206,8 +211,17 @@ pub fn candidates_with(
     };
     let per_arm = params.candidates.max(3 * k) * depth;
     let filter = Arc::new(filter);
+    // Each segment's filter, made once: the arms, the statistics, the symbol and caller
+    // lookups all read it.
+    let filters: Vec<SegFilter> = generation
+        .segments
+        .iter()
+        .map(|seg| SegFilter::new(seg, &filter))
+        .collect();
     let schema = generation.segments.first().map(|s| s.text.schema());
-    let text_query = match (&schema, run_lexical) {
+    // The words score against the statistics of the whole generation (of what the caller
+    // may see), so a chunk's lexical score does not depend on the shard it was built into.
+    let lexical = match (&schema, run_lexical) {
         (Some(schema), true) => {
             let text = rank::lexical_text(&req.query, intent);
             let (text, dropped) = cap_terms(&text, params.max_query_terms);
@@ -217,11 +231,10 @@ pub fn candidates_with(
                     params.max_query_terms
                 ));
             }
-            Some(trawl_index::segment::text_query(
-                schema,
-                &text,
-                params.phrase_weight,
-            )?)
+            let q = trawl_index::segment::text_query(schema, &text, params.phrase_weight)?;
+            let stats = CorpusStats::new(&filters, &q)
+                .map_err(|e| QueryError::Index(format!("text statistics: {e}")))?;
+            Some((q, stats))
         }
         _ => None,
     };
@@ -244,22 +257,12 @@ pub fn candidates_with(
         vector: hyde.filter(|_| mode == Mode::Hybrid && vector.is_some()),
         ..arm
     };
-    // The words score against the statistics of the whole generation (of what the caller
-    // may see), so a chunk's lexical score does not depend on the shard it was built into.
-    let stats = match &text_query {
-        Some(q) => Some(
-            CorpusStats::new(generation, &filter, q)
-                .map_err(|e| QueryError::Index(format!("text statistics: {e}")))?,
-        ),
-        None => None,
-    };
     type Arm = Vec<Candidate>;
-    let per_segment: Vec<Result<(Arm, Arm, Arm), QueryError>> = generation
-        .segments
+    let per_segment: Vec<Result<(Arm, Arm, Arm), QueryError>> = filters
         .par_iter()
         .enumerate()
-        .map(|(si, seg)| {
-            let f = SegFilter::new(seg, &filter);
+        .map(|(si, f)| {
+            let seg = &f.seg;
             if f.passes_none() {
                 return Ok((Vec::new(), Vec::new(), Vec::new()));
             }
@@ -267,13 +270,13 @@ pub fn candidates_with(
             let ((v, hy), l) = rayon::join(
                 || {
                     (
-                        vector_arm(seg, &f, &arm, si),
-                        vector_arm(seg, &f, &hyde_arm, si),
+                        vector_arm(seg, f, &arm, si),
+                        vector_arm(seg, f, &hyde_arm, si),
                     )
                 },
-                || match (&text_query, &stats) {
-                    (Some(q), Some(stats)) => lexical_arm(seg, &f, q, stats, per_arm, si),
-                    _ => Ok(Vec::new()),
+                || match &lexical {
+                    Some((q, stats)) => lexical_arm(seg, f, q, stats, per_arm, si),
+                    None => Ok(Vec::new()),
                 },
             );
             Ok((v?, l?, hy?))
@@ -338,11 +341,10 @@ pub fn candidates_with(
     let doc = |(s, o): rank::Key| &generation.segments[s as usize].docs[o as usize];
     let definitions = |name: &str| -> Vec<rank::Key> {
         let mut out = Vec::new();
-        for (si, seg) in generation.segments.iter().enumerate() {
-            let Some(ords) = seg.symbols.get(name) else {
+        for (si, f) in filters.iter().enumerate() {
+            let Some(ords) = f.seg.symbols.get(name) else {
                 continue;
             };
-            let f = SegFilter::new(seg, &filter);
             out.extend(
                 ords.iter()
                     .filter(|&&o| f.ok(u64::from(o)))
@@ -374,11 +376,6 @@ pub fn candidates_with(
     // "Who calls X?": the callers of X's definitions, resolved by the compactor's call graph,
     // join the answers ahead of the words that merely mention X.
     if params.callers_boost > 0.0 && rank::asks_for_callers(&req.query) {
-        let filters: Vec<SegFilter> = generation
-            .segments
-            .iter()
-            .map(|seg| SegFilter::new(seg, &filter))
-            .collect();
         for name in rank::named_identifiers(&req.query) {
             let key = normalize_symbol(&name);
             let mut defs = definitions(&key);
@@ -703,11 +700,7 @@ struct CorpusStats {
 }
 
 impl CorpusStats {
-    fn new(
-        generation: &Generation,
-        filter: &Arc<Filter>,
-        q: &tantivy::query::BooleanQuery,
-    ) -> tantivy::Result<Self> {
+    fn new(filters: &[SegFilter], q: &tantivy::query::BooleanQuery) -> tantivy::Result<Self> {
         use tantivy::query::{Bm25StatisticsProvider, Query};
         let mut terms: Vec<tantivy::Term> = Vec::new();
         q.query_terms(&mut |t, _| terms.push(t.clone()));
@@ -732,13 +725,12 @@ impl CorpusStats {
             }
             Ok(())
         };
-        for seg in &generation.segments {
-            let searcher = seg.reader.searcher();
-            let f = SegFilter::new(seg, filter);
+        for f in filters {
+            let searcher = f.seg.reader.searcher();
             if !f.hides_repos() {
                 add(&searcher)?;
-            } else if seg.repos.iter().any(|r| filter.access.allows(r)) {
-                add(&VisibleStats::new(&searcher, &f)?)?;
+            } else if f.sees_any() {
+                add(&VisibleStats::new(&searcher, f)?)?;
             }
         }
         Ok(out)
