@@ -481,8 +481,12 @@ pub struct Hunk {
 
 /// `repos/<repo_id>/state.json`: what the fetcher last indexed. Written only after every event
 /// of that commit was acknowledged by the bus.
+///
+/// Unlike the bus's events, unknown fields are ignored: a field is only ever added here as
+/// optional, so a binary rolled back past one still reads the state a newer one wrote (and
+/// writes it back without the field, which the newer binary reads as "not kept", as for a
+/// state written before the field existed).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
 pub struct RepoState {
     pub schema_version: u32,
     pub repo: RepoId,
@@ -865,6 +869,35 @@ mod tests {
         });
         let err = FileEvent::from_json(ev.to_string().as_bytes()).unwrap_err();
         assert!(err.to_string().contains("newer trawl"), "{err}");
+    }
+
+    #[test]
+    fn a_repo_state_written_by_a_newer_or_older_binary_still_reads() {
+        // A rolled-back binary meets a state.json with a field added after it was built.
+        let newer = serde_json::json!({
+            "schema_version": REPO_STATE_VERSION, "repo": "github.com/a/b",
+            "url": "https://github.com/a/b", "branch": "main", "last_commit": "a".repeat(40),
+            "last_run": "r1", "indexed_at": "2026-12-04T00:00:00Z", "chunker_version": "3",
+            "field_of_a_later_release": {"any": ["shape"]}
+        });
+        let s: RepoState = serde_json::from_value(newer.clone()).unwrap();
+        assert_eq!(s.chunker_version.as_deref(), Some("3"));
+        assert_eq!(s.last_commit, commit());
+        // Written back, it keeps what it knows; a state from before chunker_version reads as
+        // "not kept".
+        let back = serde_json::to_value(&s).unwrap();
+        assert!(back.get("field_of_a_later_release").is_none());
+        let mut older = newer;
+        let o = older.as_object_mut().unwrap();
+        o.remove("chunker_version");
+        o.remove("field_of_a_later_release");
+        let s: RepoState = serde_json::from_value(older).unwrap();
+        assert_eq!(s.chunker_version, None);
+        // A required field missing is still an error, naming it.
+        let err =
+            serde_json::from_value::<RepoState>(serde_json::json!({"repo": "github.com/a/b"}))
+                .unwrap_err();
+        assert!(err.to_string().contains("schema_version"), "{err}");
     }
 
     #[test]
