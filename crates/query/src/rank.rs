@@ -568,7 +568,11 @@ pub fn adjust<'a, S: std::hash::BuildHasher>(
     }
     if params.prose_lend > 0.0 && matches!(intent, Intent::Natural | Intent::Config) {
         let mut ranked: Vec<(Key, f64)> = fused.iter().map(|(k, v)| (*k, *v)).collect();
-        ranked.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+        // Ties in chunk id order, as the fused ranking (not in shard order).
+        ranked.sort_by(|a, b| {
+            b.1.total_cmp(&a.1)
+                .then_with(|| doc(a.0).chunk_id.cmp(&doc(b.0).chunk_id))
+        });
         for &(key, score) in ranked.iter().take(LEND_POOL) {
             let d = doc(key);
             if role(&d.path, d.kind) != Role::Docs {

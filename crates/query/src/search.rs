@@ -291,8 +291,14 @@ pub fn candidates_with(
         lex_hits.extend(l);
         hyde_hits.extend(hy);
     }
-    let by_score =
-        |a: &Candidate, b: &Candidate| b.2.total_cmp(&a.2).then(a.0.cmp(&b.0)).then(a.1.cmp(&b.1));
+    // Equal scores go in chunk id order, which does not depend on the shard a chunk was built
+    // into (a segment and ord would: the same search over another sharding would order them
+    // otherwise). Only ties read the ids.
+    let chunk_id = |c: &Candidate| &generation.segments[c.0 as usize].docs[c.1 as usize].chunk_id;
+    let by_score = |a: &Candidate, b: &Candidate| {
+        b.2.total_cmp(&a.2)
+            .then_with(|| chunk_id(a).cmp(chunk_id(b)))
+    };
     for hits in [&mut vec_hits, &mut lex_hits, &mut hyde_hits] {
         hits.sort_by(by_score);
         hits.truncate(per_arm);

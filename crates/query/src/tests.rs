@@ -488,3 +488,56 @@ async fn a_chunks_lexical_score_does_not_depend_on_the_shard_it_was_built_into()
         assert_same_scores(query, &a, &b);
     }
 }
+
+#[tokio::test]
+async fn equal_scores_rank_the_same_however_the_chunks_are_sharded() {
+    // Twelve chunks that score exactly alike in both arms: same words, same vector.
+    let twins = || -> Vec<LiveDoc> {
+        (0..12u64)
+            .map(|i| {
+                let repo = if i % 2 == 0 {
+                    "github.com/a/even"
+                } else {
+                    "github.com/b/odd"
+                };
+                let mut d = live(
+                    i,
+                    repo,
+                    "def handler(request):\n    return respond(request)\n",
+                );
+                d.vector = Some(VectorData::F32(unit(7)));
+                d
+            })
+            .collect()
+    };
+    let order = |g: &Generation, mode: Mode| -> Vec<String> {
+        let mut req = SearchRequest::new("respond to the request");
+        req.mode = mode;
+        let query = VectorData::F32(unit(7));
+        let ranked = search::candidates(
+            g,
+            &req,
+            12,
+            Filter::new(&req, Access::all()).unwrap(),
+            Some(&query),
+            &QueryConfig::default(),
+        )
+        .unwrap();
+        ranked
+            .candidates
+            .iter()
+            .map(|&(s, o, _)| g.segments[s as usize].docs[o as usize].chunk_id.to_string())
+            .collect()
+    };
+    let (one, _one) = generation_in_shards(twins(), 1).await;
+    let (many, _many) = generation_in_shards(twins(), 4).await;
+    assert_eq!(many.segments.len(), 4);
+    for mode in [Mode::Hybrid, Mode::Lexical, Mode::Vector] {
+        let (a, b) = (order(&one, mode), order(&many, mode));
+        assert_eq!(a.len(), 12, "{mode:?}");
+        assert_eq!(a, b, "{mode:?}: the order follows the sharding");
+        let mut sorted = a.clone();
+        sorted.sort();
+        assert_eq!(a, sorted, "{mode:?}: ties are in chunk id order");
+    }
+}
