@@ -544,49 +544,53 @@ async fn build_leased(
     // Shards are independent: build them concurrently, as many as there are cores.
     let space_ref = space.as_ref();
     let vectors = space.is_some();
-    let built: Vec<Result<(ShardEntry, BuildStats, Tally, Tally), CompactError>> = inputs
-        .map(|shard| async move {
-            let (k, docs) = shard?;
-            progress.shard(k, shard_count);
-            let mut given = Tally::default();
-            for d in &docs {
-                given.add_doc(d, vectors);
-            }
-            let old = reusable.and_then(|p| p.shards.iter().find(|s| s.shard == k));
-            let shard_dir = format!("{}shard={k}", generation::gen_dir(next));
-            let (entry, stats, kept) =
-                build_shard(store, k, &shard_dir, docs, old, space_ref, opts).await?;
-            Ok((entry, stats, kept, given))
-        })
-        .buffered(opts.threads.max(1))
-        .collect()
-        .await;
     let mut counts = Counts::default();
     let mut repos: HashSet<String> = HashSet::new();
     let mut repo_inputs = opts.repo_inputs.clone();
-    let mut shards = Vec::with_capacity(built.len());
-    for b in built {
-        let (entry, s, kept, given) = b?;
-        stats.add(&s);
-        shards.push(entry);
-        for t in [&kept, &given] {
-            counts.chunks += t.chunks;
-            counts.with_vector += t.with_vector;
-            counts.text_only += t.text_only;
-            counts.commits += t.commits;
-        }
-        for r in &given.waiting {
-            if let Some(f) = repo_inputs.get_mut(r) {
-                f.clear();
+    let mut shards = Vec::with_capacity(shard_count as usize);
+    {
+        let built = inputs
+            .map(|shard| async move {
+                let (k, docs) = shard?;
+                progress.shard(k, shard_count);
+                let mut given = Tally::default();
+                for d in &docs {
+                    given.add_doc(d, vectors);
+                }
+                let old = reusable.and_then(|p| p.shards.iter().find(|s| s.shard == k));
+                let shard_dir = format!("{}shard={k}", generation::gen_dir(next));
+                let (entry, stats, kept) =
+                    build_shard(store, k, &shard_dir, docs, old, space_ref, opts).await?;
+                Ok::<_, CompactError>((entry, stats, kept, given))
+            })
+            .buffered(opts.threads.max(1));
+        // Each shard's result is folded in as it is yielded (in shard order) and then dropped:
+        // what is held across the build is one set of the corpus's repositories, not a set per
+        // shard (shards are cut by chunk id, so every shard touches most repositories).
+        let mut built = std::pin::pin!(built);
+        while let Some(b) = built.next().await {
+            let (entry, s, kept, given) = b?;
+            stats.add(&s);
+            shards.push(entry);
+            for t in [&kept, &given] {
+                counts.chunks += t.chunks;
+                counts.with_vector += t.with_vector;
+                counts.text_only += t.text_only;
+                counts.commits += t.commits;
             }
-        }
-        if opts.fingerprinted {
-            for r in &given.given {
-                repo_inputs.entry(r.clone()).or_default();
+            for r in &given.waiting {
+                if let Some(f) = repo_inputs.get_mut(r) {
+                    f.clear();
+                }
             }
+            if opts.fingerprinted {
+                for r in &given.given {
+                    repo_inputs.entry(r.clone()).or_default();
+                }
+            }
+            repos.extend(kept.repos);
+            repos.extend(given.repos);
         }
-        repos.extend(kept.repos);
-        repos.extend(given.repos);
     }
     counts.repos = repos.len() as u64;
     stats.seconds = started.elapsed().as_secs_f64();
