@@ -14,7 +14,9 @@
 //! `cargo bench -p trawl-embed-worker --bench embed`. Environment: `TRAWL_BENCH_SECONDS`
 //! (budget-seconds of work for table 1, default 60), `TRAWL_BENCH_PYTHON` (a python with
 //! sentence-transformers; table 2's peer column is skipped, and says so, without it),
-//! `TRAWL_BENCH_ONLY=pacing|local`, `TRAWL_BENCH_BATCH` (table 2's batch size, default 8). Prints tables; asserts nothing about time.
+//! `TRAWL_BENCH_ONLY=pacing|local`, `TRAWL_BENCH_BATCH` (table 2's batch size, default 8),
+//! `TRAWL_BENCH_INPUTS=path` (table 2's inputs written there as JSON lines, for
+//! `benches/openvino_probe.py`). Prints tables; asserts nothing about time.
 
 #![allow(clippy::print_stdout)]
 
@@ -199,6 +201,10 @@ async fn local() {
         .map(|r| r.indexed_text())
         .collect();
     let bytes: usize = texts.iter().map(String::len).sum();
+    if let Some(path) = std::env::var_os("TRAWL_BENCH_INPUTS") {
+        // The same inputs for another runtime's probe (`benches/openvino_probe.py`).
+        write_lines(Path::new(&path), &texts);
+    }
     // Warm-up, then the timed run.
     model
         .embed(&texts[..8], InputType::Document)
@@ -232,11 +238,7 @@ async fn local() {
     };
     let tmp = tempfile::tempdir().expect("tempdir");
     let inputs = tmp.path().join("inputs.jsonl");
-    let lines: Vec<String> = texts
-        .iter()
-        .map(|t| serde_json::to_string(t).expect("json"))
-        .collect();
-    std::fs::write(&inputs, lines.join("\n") + "\n").expect("write inputs");
+    write_lines(&inputs, &texts);
     let out = tmp.path().join("out.json");
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("benches/st_peer.py");
     let status = std::process::Command::new(python)
@@ -285,6 +287,16 @@ async fn local() {
         model.max_seq(),
         &[("trawl", secs), ("peer", psecs)],
     );
+}
+
+/// `texts` as JSON lines: one JSON string per line, as the probes read them.
+fn write_lines(path: &Path, texts: &[String]) {
+    let lines: Vec<String> = texts
+        .iter()
+        .map(|t| serde_json::to_string(t).expect("json"))
+        .collect();
+    std::fs::write(path, lines.join("\n") + "\n")
+        .unwrap_or_else(|e| panic!("writing {}: {e}", path.display()));
 }
 
 /// The model's shape, from its `config.json`.
