@@ -5,9 +5,10 @@
 //!    parts holding one budget-minute's worth of tokens (real chunks of the Python standard
 //!    library); we report achieved tokens/min as a fraction of the budget (the physical limit),
 //!    the most tokens the fake saw in any 60-second window, and lost or duplicated chunks.
-//! 2. **Local model**: chunks/s of the candle all-MiniLM-L6-v2 embedder on 2 cores beside
-//!    Python sentence-transformers (torch) on the same inputs and batch size, and how well
-//!    their vectors agree (cosine); then the work those inputs hold (FLOPs of the encoder's
+//! 2. **Local model**: chunks/s of the all-MiniLM-L6-v2 embedder on 2 threads, run by candle
+//!    and by OpenVINO (when its runtime is installed), beside Python sentence-transformers
+//!    (torch) on the same inputs and batch size, and how well their vectors agree (cosine);
+//!    then the work those inputs hold (FLOPs of the encoder's
 //!    matrix products and attention) and the ceiling it sets at the rate candle's matrix
 //!    kernel multiplies the model's shapes on every core, with each run's share of that rate.
 //!
@@ -16,7 +17,9 @@
 //! sentence-transformers; table 2's peer column is skipped, and says so, without it),
 //! `TRAWL_BENCH_ONLY=pacing|local`, `TRAWL_BENCH_BATCH` (table 2's batch size, default 8),
 //! `TRAWL_BENCH_INPUTS=path` (table 2's inputs written there as JSON lines, for
-//! `benches/openvino_probe.py`). Prints tables; asserts nothing about time.
+//! `benches/openvino_probe.py`), `TRAWL_BENCH_REPEATS` (timed runs per engine, alternated;
+//! the median is reported; default 1), `TRAWL_OPENVINO_DIR` (the runtime's libraries, default
+//! the directory `trawl index` installs them in). Prints tables; asserts nothing about time.
 
 #![allow(clippy::print_stdout)]
 
@@ -30,7 +33,7 @@ use trawl_core::records::{self, CHUNK_PART_VERSION, ChunkPartEvent, ChunkRecord,
 use trawl_core::store::Store;
 use trawl_embed::embedder::{Embedder, InputType, Vector};
 use trawl_embed::fake::{FakeConfig, FakeVoyage, fake_tokens};
-use trawl_embed::local::{LocalEmbedder, default_model_dir};
+use trawl_embed::local::{LocalEmbedder, Reading, Runtime, default_model_dir};
 use trawl_embed::voyage::{VoyageConfig, VoyageEmbedder};
 use trawl_embed_worker::worker::CHUNKS_TOPIC;
 use trawl_embed_worker::{EmbedWorker, Options, Until};
@@ -178,6 +181,30 @@ fn sorted(m: &std::collections::HashMap<String, u64>) -> Vec<(String, u64)> {
     v
 }
 
+/// Cosines of two lists of unit vectors, pairwise.
+fn cosines(a: &[Vec<f32>], b: &[Vec<f32>]) -> Vec<f32> {
+    a.iter()
+        .zip(b)
+        .map(|(x, y)| x.iter().zip(y).map(|(p, q)| p * q).sum::<f32>())
+        .collect()
+}
+
+/// Mean and least of `c`.
+fn agreement(c: &[f32]) -> (f32, f32) {
+    let min = c.iter().copied().fold(f32::INFINITY, f32::min);
+    (c.iter().sum::<f32>() / c.len().max(1) as f32, min)
+}
+
+fn floats(e: &trawl_embed::embedder::Embedded) -> Vec<Vec<f32>> {
+    e.vectors
+        .iter()
+        .map(|v| match v {
+            Vector::Float(a) => a.clone(),
+            _ => panic!("float vectors"),
+        })
+        .collect()
+}
+
 async fn local() {
     let n = 512;
     let batch: usize = std::env::var("TRAWL_BENCH_BATCH")
@@ -186,13 +213,25 @@ async fn local() {
         .unwrap_or(8);
     let dir =
         std::env::var_os("TRAWL_EMBED_MODEL_DIR").map_or_else(default_model_dir, PathBuf::from);
-    let model = match LocalEmbedder::load(&dir, batch) {
-        Ok(m) => m,
+    let threads = 2;
+    let mut engines: Vec<(String, LocalEmbedder)> = Vec::new();
+    match LocalEmbedder::load_with(&dir, batch, threads, Reading::default()) {
+        Ok(m) => engines.push(("candle".into(), m)),
         Err(e) => {
             println!("\nlocal model table skipped: {e}");
             return;
         }
-    };
+    }
+    let libs = std::env::var_os("TRAWL_OPENVINO_DIR")
+        .map_or_else(trawl_embed::openvino::default_runtime_dir, PathBuf::from);
+    let openvino = Runtime::OpenVino(libs.clone());
+    match LocalEmbedder::load_on(&dir, batch, threads, Reading::default(), &openvino) {
+        Ok(m) => engines.push((
+            format!("OpenVINO {}", trawl_embed::openvino::RUNTIME_VERSION),
+            m,
+        )),
+        Err(e) => println!("\n(OpenVINO not run: {e})"),
+    }
     let texts: Vec<String> = chunk_parts(u64::MAX / 4)
         .into_iter()
         .flat_map(|(_, rows)| rows)
@@ -205,88 +244,120 @@ async fn local() {
         // The same inputs for another runtime's probe (`benches/openvino_probe.py`).
         write_lines(Path::new(&path), &texts);
     }
-    // Warm-up, then the timed run.
-    model
-        .embed(&texts[..8], InputType::Document)
-        .await
-        .expect("warm-up");
-    let t = Instant::now();
-    let ours = model
-        .embed(&texts, InputType::Document)
-        .await
-        .expect("embeds");
-    let secs = t.elapsed().as_secs_f64();
-    let truncated = model.counters().truncated;
+    // Warm-up, then the timed runs, engines alternated within each repeat; the median counts.
+    let repeats: usize = std::env::var("TRAWL_BENCH_REPEATS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(1)
+        .max(1);
+    let mut times = vec![Vec::new(); engines.len()];
+    let mut vectors = vec![Vec::new(); engines.len()];
+    for (_, m) in &engines {
+        m.embed(&texts[..8], InputType::Document)
+            .await
+            .expect("warm-up");
+    }
+    for _ in 0..repeats {
+        for (i, (_, m)) in engines.iter().enumerate() {
+            let t = Instant::now();
+            let out = m.embed(&texts, InputType::Document).await.expect("embeds");
+            times[i].push(t.elapsed().as_secs_f64());
+            vectors[i] = floats(&out);
+        }
+    }
+    let median = |t: &[f64]| {
+        let mut t = t.to_vec();
+        t.sort_by(f64::total_cmp);
+        t[t.len() / 2]
+    };
+    let secs: Vec<f64> = times.iter().map(|t| median(t)).collect();
+    let truncated = engines[0].1.counters().truncated / repeats as u64;
+
+    // The peer, on the same inputs.
+    let peer = std::env::var_os("TRAWL_BENCH_PYTHON").map(|python| {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let inputs = tmp.path().join("inputs.jsonl");
+        write_lines(&inputs, &texts);
+        let out = tmp.path().join("out.json");
+        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("benches/st_peer.py");
+        let status = std::process::Command::new(python)
+            .arg(script)
+            .arg(&dir)
+            .arg(&inputs)
+            .arg(&out)
+            .arg(batch.to_string())
+            .arg(threads.to_string())
+            .status()
+            .expect("python runs");
+        assert!(status.success(), "the sentence-transformers peer failed");
+        let peer: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(&out).expect("peer output")).expect("json");
+        let psecs = peer["seconds"].as_f64().expect("seconds");
+        let pv: Vec<Vec<f32>> = peer["vectors"]
+            .as_array()
+            .expect("vectors")
+            .iter()
+            .map(|v| {
+                v.as_array()
+                    .expect("a vector")
+                    .iter()
+                    .map(|x| x.as_f64().unwrap_or(0.0) as f32)
+                    .collect()
+            })
+            .collect();
+        (psecs, pv)
+    });
 
     println!(
-        "\n## Local embedder: {n} standard-library chunks ({:.0} KB), batch {batch}, 2 cores\n",
+        "\n## Local embedder: {n} standard-library chunks ({:.0} KB), batch {batch}, {threads} threads, median of {repeats}\n",
         bytes as f64 / 1e3
     );
-    println!("| embedder | seconds | chunks/s | vs ours |");
-    println!("|---|---|---|---|");
-    println!(
-        "| trawl (candle, {}) | {secs:.2} | {:.1} | 1.00 |",
-        model.space().model,
-        n as f64 / secs
-    );
-    let Some(python) = std::env::var_os("TRAWL_BENCH_PYTHON") else {
+    println!("| embedder | seconds | chunks/s | vs sentence-transformers | vs candle |");
+    println!("|---|---|---|---|---|");
+    for ((name, m), s) in engines.iter().zip(&secs) {
+        let vs_peer = peer
+            .as_ref()
+            .map_or_else(|| "—".to_owned(), |(p, _)| format!("{:.2}", p / s));
         println!(
-            "| sentence-transformers | not run: set TRAWL_BENCH_PYTHON to a python with it | | |"
+            "| trawl ({name}, {}) | {s:.2} | {:.1} | {vs_peer} | {:.2} |",
+            m.space().model,
+            n as f64 / s,
+            secs[0] / s
         );
-        ceiling(&dir, &texts, model.max_seq(), &[("trawl", secs)]);
-        return;
-    };
-    let tmp = tempfile::tempdir().expect("tempdir");
-    let inputs = tmp.path().join("inputs.jsonl");
-    write_lines(&inputs, &texts);
-    let out = tmp.path().join("out.json");
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("benches/st_peer.py");
-    let status = std::process::Command::new(python)
-        .arg(script)
-        .arg(&dir)
-        .arg(&inputs)
-        .arg(&out)
-        .arg(batch.to_string())
-        .arg("2")
-        .status()
-        .expect("python runs");
-    assert!(status.success(), "the sentence-transformers peer failed");
-    let peer: serde_json::Value =
-        serde_json::from_slice(&std::fs::read(&out).expect("peer output")).expect("json");
-    let psecs = peer["seconds"].as_f64().expect("seconds");
-    println!(
-        "| sentence-transformers (torch, 2 threads) | {psecs:.2} | {:.1} | {:.2} |",
-        n as f64 / psecs,
-        secs / psecs
-    );
-    let mut cosines = Vec::new();
-    for (v, p) in ours
-        .vectors
-        .iter()
-        .zip(peer["vectors"].as_array().expect("vectors"))
-    {
-        let Vector::Float(a) = v else {
-            panic!("float vectors")
-        };
-        let b: Vec<f32> = p
-            .as_array()
-            .expect("a vector")
-            .iter()
-            .map(|x| x.as_f64().unwrap_or(0.0) as f32)
-            .collect();
-        cosines.push(a.iter().zip(&b).map(|(x, y)| x * y).sum::<f32>());
     }
-    let min = cosines.iter().copied().fold(f32::INFINITY, f32::min);
-    let mean = cosines.iter().sum::<f32>() / cosines.len() as f32;
-    println!(
-        "\nAgreement with sentence-transformers: mean cosine {mean:.6}, min {min:.6}; {truncated} of {n} inputs truncated to the model's 256 tokens."
-    );
-    ceiling(
-        &dir,
-        &texts,
-        model.max_seq(),
-        &[("trawl", secs), ("peer", psecs)],
-    );
+    match &peer {
+        Some((psecs, _)) => println!(
+            "| sentence-transformers (torch, {threads} threads) | {psecs:.2} | {:.1} | 1.00 | {:.2} |",
+            n as f64 / psecs,
+            secs[0] / psecs
+        ),
+        None => println!(
+            "| sentence-transformers | not run: set TRAWL_BENCH_PYTHON to a python with it | | | |"
+        ),
+    }
+    println!();
+    for (i, (name, _)) in engines.iter().enumerate() {
+        if let Some((_, pv)) = &peer {
+            let (mean, min) = agreement(&cosines(&vectors[i], pv));
+            println!(
+                "Agreement of {name} with sentence-transformers: mean cosine {mean:.6}, min {min:.6}."
+            );
+        }
+        if i > 0 {
+            let (mean, min) = agreement(&cosines(&vectors[i], &vectors[0]));
+            println!("Agreement of {name} with candle: mean cosine {mean:.6}, min {min:.6}.");
+        }
+    }
+    println!("{truncated} of {n} inputs truncated to the model's 256 tokens.");
+    let mut runs: Vec<(&str, f64)> = engines
+        .iter()
+        .zip(&secs)
+        .map(|((name, _), s)| (name.as_str(), *s))
+        .collect();
+    if let Some((p, _)) = &peer {
+        runs.push(("sentence-transformers", *p));
+    }
+    ceiling(&dir, &texts, engines[0].1.max_seq(), &runs);
 }
 
 /// `texts` as JSON lines: one JSON string per line, as the probes read them.

