@@ -234,6 +234,12 @@ impl Ir {
         self.op(kind, "opset1", r#"auto_broadcast="numpy""#, &[a, b], "FP32")
     }
 
+    /// `a × b`, or `a × bᵀ` with `transposed`.
+    fn matmul(&mut self, a: Out, b: Out, transposed: bool) -> Out {
+        let data = format!(r#"transpose_a="false" transpose_b="{transposed}""#);
+        self.op("MatMul", "opset1", &data, &[a, b], "FP32")
+    }
+
     fn result(&mut self, of: Out) {
         let id = self.id();
         let _ = write!(
@@ -452,13 +458,7 @@ fn bert_ir(config: &serde_json::Value, weights: &[u8]) -> Result<(String, Vec<u8
     let scale = ir.f32s(&[], &[1.0 / (head as f32).sqrt()]);
     let linear = |ir: &mut Ir, x: Out, at: &str| -> Result<Out, String> {
         let weight = tensor(ir, &format!("{at}.weight"))?;
-        let y = ir.op(
-            "MatMul",
-            "opset1",
-            r#"transpose_a="false" transpose_b="true""#,
-            &[x, weight],
-            "FP32",
-        );
+        let y = ir.matmul(x, weight, true);
         let b = tensor(ir, &format!("{at}.bias"))?;
         Ok(ir.binary("Add", y, b))
     };
@@ -481,22 +481,10 @@ fn bert_ir(config: &serde_json::Value, weights: &[u8]) -> Result<(String, Vec<u8
         let k = heads(&mut ir, k);
         let v = linear(&mut ir, x, &format!("{at}.attention.self.value"))?;
         let v = heads(&mut ir, v);
-        let scores = ir.op(
-            "MatMul",
-            "opset1",
-            r#"transpose_a="false" transpose_b="true""#,
-            &[q, k],
-            "FP32",
-        );
+        let scores = ir.matmul(q, k, true);
         let scores = ir.binary("Add", scores, bias);
         let probs = ir.op("SoftMax", "opset8", r#"axis="-1""#, &[scores], "FP32");
-        let ctx = ir.op(
-            "MatMul",
-            "opset1",
-            r#"transpose_a="false" transpose_b="false""#,
-            &[probs, v],
-            "FP32",
-        );
+        let ctx = ir.matmul(probs, v, false);
         let ctx = ir.op("Transpose", "opset1", "", &[ctx, swap], "FP32");
         let ctx = ir.op(
             "Reshape",
