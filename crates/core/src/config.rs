@@ -580,8 +580,8 @@ pub struct EmbedConfig {
     /// What runs the local model: `auto` (OpenVINO where its runtime is installed — `trawl
     /// index` fetches it from PyPI on first use on Linux x86-64 — and candle otherwise),
     /// `openvino` (or fail) or `candle`. The vectors are the model's either way (within a
-    /// cosine of 0.999), so switching keeps the index; OpenVINO is ~4× as fast on a CPU
-    /// with bf16 units (README, "A faster local embedder").
+    /// cosine of 0.999), so switching keeps the index; OpenVINO is ~7× as fast as candle
+    /// on a CPU with bf16 units (README, Performance, "OpenVINO in trawl").
     pub local_runtime: LocalRuntime,
     /// Dimensions of the hash embedder.
     pub hash_dims: u32,

@@ -200,7 +200,7 @@ fn floats(e: &trawl_embed::embedder::Embedded) -> Vec<Vec<f32>> {
         .iter()
         .map(|v| match v {
             Vector::Float(a) => a.clone(),
-            _ => panic!("float vectors"),
+            Vector::Bytes(_) => panic!("float vectors"),
         })
         .collect()
 }

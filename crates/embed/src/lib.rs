@@ -99,7 +99,6 @@ pub fn load_local(cfg: &EmbedConfig) -> Result<local::LocalEmbedder, EmbedError>
     };
     let libs = openvino::default_runtime_dir();
     match cfg.local_runtime {
-        LocalRuntime::Candle => load(&local::Runtime::Candle),
         LocalRuntime::OpenVino => {
             if !openvino::is_installed(&libs) {
                 return Err(EmbedError::Model(format!(
@@ -120,7 +119,7 @@ pub fn load_local(cfg: &EmbedConfig) -> Result<local::LocalEmbedder, EmbedError>
                 }
             }
         }
-        LocalRuntime::Auto => load(&local::Runtime::Candle),
+        LocalRuntime::Candle | LocalRuntime::Auto => load(&local::Runtime::Candle),
     }
 }
 

