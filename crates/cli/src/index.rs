@@ -80,6 +80,12 @@ async fn ensure_model(cfg: &Config, embedder: EmbedderKind) -> anyhow::Result<()
     {
         return Ok(());
     }
+    if runtime == LocalRuntime::Auto
+        && let Some(why) = openvino::recent_failure(&libs)
+    {
+        tracing::debug!(%why, "the OpenVINO runtime could not be fetched lately; candle runs the model");
+        return Ok(());
+    }
     eprintln!(
         "index: downloading the OpenVINO runtime (59 MB, once) into {}: it runs the local model several times as fast",
         libs.display()
@@ -88,11 +94,20 @@ async fn ensure_model(cfg: &Config, embedder: EmbedderKind) -> anyhow::Result<()
     let r = openvino::install(&libs, &progress).await;
     bar.finish_and_clear();
     match (r, runtime) {
-        (Ok(()), _) => eprintln!("index: OpenVINO installed"),
+        (Ok(()), _) => {
+            openvino::note_failure(&libs, None);
+            eprintln!("index: OpenVINO installed");
+        }
         (Err(e), LocalRuntime::OpenVino) => {
             return Err(e).context("embed.local_runtime = \"openvino\" needs its runtime");
         }
-        (Err(e), _) => eprintln!("index: {e}; candle runs the model instead"),
+        (Err(e), _) => {
+            openvino::note_failure(&libs, Some(&e.to_string()));
+            eprintln!(
+                "index: {e}; candle runs the model instead (trawl tries again in {} days, or run scripts/fetch-model.sh)",
+                openvino::RETRY_AFTER.as_secs() / 86_400
+            );
+        }
     }
     Ok(())
 }

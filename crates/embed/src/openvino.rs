@@ -98,6 +98,43 @@ pub async fn install(dir: &Path, progress: &(dyn Fn(u64, u64) + Sync)) -> Result
     .await
 }
 
+/// How long `auto` leaves a runtime whose download failed before trying again: a machine
+/// without a registry does not wait on a connection at every `trawl index`.
+pub const RETRY_AFTER: std::time::Duration = std::time::Duration::from_secs(7 * 24 * 3600);
+
+/// The note beside `dir` that fetching the runtime failed.
+fn failure_note(dir: &Path) -> PathBuf {
+    let name = dir
+        .file_name()
+        .map_or_else(|| "openvino".into(), |n| n.to_string_lossy().into_owned());
+    dir.with_file_name(format!("{name}.unavailable"))
+}
+
+/// Why fetching the runtime into `dir` failed, if it did less than [`RETRY_AFTER`] ago.
+pub fn recent_failure(dir: &Path) -> Option<String> {
+    let note = failure_note(dir);
+    let age = std::fs::metadata(&note)
+        .ok()?
+        .modified()
+        .ok()?
+        .elapsed()
+        .ok()?;
+    (age < RETRY_AFTER).then(|| std::fs::read_to_string(&note).unwrap_or_default())
+}
+
+/// Records that fetching the runtime into `dir` failed with `why` (best effort), or, with
+/// `None`, that it no longer does.
+pub fn note_failure(dir: &Path, why: Option<&str>) {
+    let note = failure_note(dir);
+    let _ = match why {
+        Some(why) => dir
+            .parent()
+            .map_or(Ok(()), std::fs::create_dir_all)
+            .and_then(|()| std::fs::write(&note, why)),
+        None => std::fs::remove_file(&note),
+    };
+}
+
 // ---------------------------------------------------------------------------------------
 // The graph, written as OpenVINO IR (version 11): an XML description and one weights buffer.
 
@@ -703,6 +740,22 @@ mod tests {
         assert_eq!(half_to_f32(0x0001).to_bits(), 2f32.powi(-24).to_bits());
         assert_eq!(half_to_f32(0x3555).to_bits(), 0.333_251_95f32.to_bits());
         assert!(half_to_f32(0x7c00).is_infinite());
+    }
+
+    #[test]
+    fn a_failed_download_is_remembered_until_it_succeeds() {
+        let root = tempfile::tempdir().unwrap();
+        let dir = root.path().join("runtimes").join("openvino-2026.4.0");
+        assert_eq!(recent_failure(&dir), None);
+        note_failure(&dir, Some("no route to pypi"));
+        assert_eq!(recent_failure(&dir).as_deref(), Some("no route to pypi"));
+        assert!(
+            root.path()
+                .join("runtimes/openvino-2026.4.0.unavailable")
+                .is_file()
+        );
+        note_failure(&dir, None);
+        assert_eq!(recent_failure(&dir), None);
     }
 
     #[test]
