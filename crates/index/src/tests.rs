@@ -50,7 +50,7 @@ fn ann_recall_at_10_against_exact_search_is_at_least_095() {
     let recall = hits as f64 / (queries * 10) as f64;
     assert!(recall >= 0.95, "recall@10 = {recall}");
 
-    // int8 and binary spaces build and find a vector's own key first.
+    // int8 and binary spaces build and find a vector's own key among its nearest.
     for dtype in [Dtype::Int8, Dtype::Binary] {
         let s = Space {
             dtype,
@@ -76,11 +76,14 @@ fn ann_recall_at_10_against_exact_search_is_at_least_095() {
             let VectorData::Bits(b) = &vs[42].1 else {
                 unreachable!()
             };
-            let found = index.search(usearch::b1x8::from_u8s(b), 1).unwrap();
-            assert_eq!(found.keys[0], 42);
+            let found = index.search(usearch::b1x8::from_u8s(b), 10).unwrap();
+            assert!(found.keys.contains(&42), "{dtype:?}: {:?}", found.keys);
             continue;
         };
-        assert_eq!(index.search(q, 1).unwrap().keys[0], 42);
+        // The graph is approximate and built by two threads: the vector's own key is among
+        // the first few, not always first (a near neighbour can tie or win after quantising).
+        let found = index.search(q, 10).unwrap();
+        assert!(found.keys.contains(&42), "{dtype:?}: {:?}", found.keys);
     }
 }
 
