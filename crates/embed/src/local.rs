@@ -226,6 +226,40 @@ struct Model {
     pad_id: u32,
     /// Tokens of one window, the start and end tokens included.
     max_seq: usize,
+    /// What the model wants written before a query and before a document (its
+    /// `config_sentence_transformers.json` `prompts`; nomic-embed-text's `search_query: ` and
+    /// `search_document: `), empty for a model that has none.
+    prompts: Prompts,
+}
+
+/// A model's prompts for queries and documents.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+struct Prompts {
+    query: String,
+    document: String,
+}
+
+impl Prompts {
+    /// The `prompts` of `dir`'s `config_sentence_transformers.json` (none without it).
+    fn of(dir: &Path) -> Self {
+        let Ok(text) = std::fs::read_to_string(dir.join("config_sentence_transformers.json"))
+        else {
+            return Self::default();
+        };
+        let v: serde_json::Value = serde_json::from_str(&text).unwrap_or_default();
+        let get = |k: &str| v["prompts"][k].as_str().unwrap_or_default().to_owned();
+        Self {
+            query: get("query"),
+            document: get("document"),
+        }
+    }
+
+    fn of_kind(&self, kind: InputType) -> &str {
+        match kind {
+            InputType::Query => &self.query,
+            InputType::Document => &self.document,
+        }
+    }
 }
 
 /// See the module documentation.
@@ -289,8 +323,6 @@ impl LocalEmbedder {
         }
         let config_text = std::fs::read_to_string(dir.join("config.json"))
             .map_err(|e| model_err("cannot read config.json", dir, e))?;
-        let config: BertConfig = serde_json::from_str(&config_text)
-            .map_err(|e| model_err("config.json is not a BERT config", dir, e))?;
         let raw: serde_json::Value =
             serde_json::from_str(&config_text).map_err(|e| model_err("config.json", dir, e))?;
         let max_seq = max_seq(dir, &raw, reading.max_tokens);
@@ -298,7 +330,17 @@ impl LocalEmbedder {
             .map_err(|e| model_err("cannot read model.safetensors", dir, e))?;
         let space = space_from(dir, &raw, &weights, max_seq, reading);
         let engine = match runtime {
+            Runtime::Candle if crate::openvino::is_nomic(&raw) => {
+                return Err(EmbedError::Model(format!(
+                    "{} is a NomicBERT model, which only the OpenVINO runtime runs: set \
+                     embed.local_runtime = \"openvino\" (Linux x86-64; `trawl index` installs it), \
+                     or use a BERT model",
+                    dir.display()
+                )));
+            }
             Runtime::Candle => {
+                let config: BertConfig = serde_json::from_str(&config_text)
+                    .map_err(|e| model_err("config.json is not a BERT config", dir, e))?;
                 let vb = VarBuilder::from_buffered_safetensors(weights, DType::F32, &Device::Cpu)
                     .map_err(|e| model_err("model.safetensors", dir, e))?;
                 Engine::Candle(Box::new(
@@ -333,6 +375,7 @@ impl LocalEmbedder {
                 tokenizer,
                 pad_id,
                 max_seq,
+                prompts: Prompts::of(dir),
             }),
             batch: batch.max(1),
             max_seq,
@@ -430,7 +473,10 @@ fn niceness() -> i32 {
 /// The input length in tokens: `max_tokens` when set, else the model's `max_seq_length`
 /// (`sentence_bert_config.json`), else its position embeddings, never more than those.
 fn max_seq(dir: &Path, config: &serde_json::Value, max_tokens: usize) -> usize {
-    let positions = config["max_position_embeddings"].as_u64().unwrap_or(512) as usize;
+    let positions = config["max_position_embeddings"]
+        .as_u64()
+        .or_else(|| config["n_positions"].as_u64())
+        .unwrap_or(512) as usize;
     if max_tokens > 0 {
         return max_tokens.min(positions);
     }
@@ -496,7 +542,7 @@ fn space_from(
     }
     Space {
         model: format!("{name}@{fingerprint}{suffix}"),
-        dims: config["hidden_size"].as_u64().unwrap_or(0) as u32,
+        dims: crate::openvino::hidden_size(config) as u32,
         dtype: Dtype::Float,
     }
 }
@@ -619,7 +665,7 @@ impl Embedder for LocalEmbedder {
         }
     }
 
-    async fn embed(&self, inputs: &[String], _kind: InputType) -> Result<Embedded, EmbedError> {
+    async fn embed(&self, inputs: &[String], kind: InputType) -> Result<Embedded, EmbedError> {
         if inputs.is_empty() {
             return Ok(Embedded {
                 vectors: Vec::new(),
@@ -632,7 +678,11 @@ impl Embedder for LocalEmbedder {
         let batch = self.batch;
         let input = self.input;
         let windows = self.windows;
-        let inputs: Vec<String> = inputs.iter().map(|t| input.apply(t).into_owned()).collect();
+        let prompt = model.prompts.of_kind(kind).to_owned();
+        let inputs: Vec<String> = inputs
+            .iter()
+            .map(|t| format!("{prompt}{}", input.apply(t)))
+            .collect();
         let pools = self.pools.clone();
         tokio::task::spawn_blocking(move || {
             // Longest first, so each batch pads to inputs of about its own length.

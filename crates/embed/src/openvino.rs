@@ -376,10 +376,22 @@ struct Sizes {
     eps: f64,
     /// `Gelu`'s approximation, or `None` for ReLU.
     gelu: Option<&'static str>,
+    /// NomicBERT's rotary base where the model is one (nomic-embed-text): rotary positions
+    /// instead of learned ones, one bias-free projection for query, key and value, a SwiGLU
+    /// feed-forward layer.
+    rotary: Option<f64>,
+}
+
+/// Whether `config` is a NomicBERT model's.
+pub(crate) fn is_nomic(config: &serde_json::Value) -> bool {
+    config["model_type"].as_str() == Some("nomic_bert")
 }
 
 impl Sizes {
     fn of(config: &serde_json::Value) -> Result<Self, String> {
+        if is_nomic(config) {
+            return Self::nomic(config);
+        }
         let int = |k: &str| {
             config[k]
                 .as_i64()
@@ -418,8 +430,51 @@ impl Sizes {
             layers: int("num_hidden_layers")? as usize,
             eps: config["layer_norm_eps"].as_f64().unwrap_or(1e-12),
             gelu,
+            rotary: None,
         })
     }
+
+    /// A NomicBERT config (`n_embd`, `n_head`, …), refused where it asks for what the graph
+    /// below does not do.
+    fn nomic(config: &serde_json::Value) -> Result<Self, String> {
+        let int = |k: &str| {
+            config[k]
+                .as_i64()
+                .filter(|v| *v > 0)
+                .ok_or_else(|| format!("config.json has no {k}"))
+        };
+        let hidden = int("n_embd")?;
+        let heads = int("n_head")?;
+        if hidden % heads != 0 || (hidden / heads) % 2 != 0 {
+            return Err(format!("n_embd {hidden} does not split into {heads} even heads"));
+        }
+        let expect = |k: &str, want: &serde_json::Value| -> Result<(), String> {
+            match config.get(k) {
+                Some(v) if v != want => Err(format!("{k} {v} is not supported (only {want})")),
+                _ => Ok(()),
+            }
+        };
+        expect("activation_function", &serde_json::json!("swiglu"))?;
+        expect("rotary_emb_fraction", &serde_json::json!(1.0))?;
+        expect("rotary_emb_interleaved", &serde_json::json!(false))?;
+        expect("prenorm", &serde_json::json!(false))?;
+        Ok(Self {
+            hidden,
+            heads,
+            layers: int("n_layer")? as usize,
+            eps: config["layer_norm_epsilon"].as_f64().unwrap_or(1e-12),
+            gelu: None,
+            rotary: Some(config["rotary_emb_base"].as_f64().unwrap_or(10_000.0)),
+        })
+    }
+}
+
+/// The width of the model's vectors (`hidden_size`, or NomicBERT's `n_embd`).
+pub(crate) fn hidden_size(config: &serde_json::Value) -> usize {
+    config["hidden_size"]
+        .as_u64()
+        .or_else(|| config["n_embd"].as_u64())
+        .unwrap_or(0) as usize
 }
 
 /// The BERT encoder of `config` and `weights` as IR: inputs `input_ids` (i64, rows × len),
@@ -452,9 +507,13 @@ fn bert_ir(config: &serde_json::Value, weights: &[u8]) -> Result<(String, Vec<u8
     };
     let words = tensor(&mut ir, "embeddings.word_embeddings.weight")?;
     let words = gather(&mut ir, words, ids);
-    let places = tensor(&mut ir, "embeddings.position_embeddings.weight")?;
-    let places = gather(&mut ir, places, positions);
-    let mut state = ir.binary("Add", words, places);
+    let mut state = if sizes.rotary.is_some() {
+        words
+    } else {
+        let places = tensor(&mut ir, "embeddings.position_embeddings.weight")?;
+        let places = gather(&mut ir, places, positions);
+        ir.binary("Add", words, places)
+    };
     // Every token is of type 0: the first row of the token-type table, added to all.
     if let Ok((shape, data)) = model.get("embeddings.token_type_embeddings.weight") {
         let width = shape.last().copied().unwrap_or(0);
@@ -481,7 +540,12 @@ fn bert_ir(config: &serde_json::Value, weights: &[u8]) -> Result<(String, Vec<u8
         let m = ir.binary("Multiply", m, gamma);
         Ok(ir.binary("Add", m, beta))
     };
-    state = norm(&mut ir, state, "embeddings.LayerNorm")?;
+    let embedding_norm = if sizes.rotary.is_some() {
+        "emb_ln"
+    } else {
+        "embeddings.LayerNorm"
+    };
+    state = norm(&mut ir, state, embedding_norm)?;
 
     // Padding's attention score: (mask - 1) × 10,000, as rows × 1 × 1 × len.
     let one = ir.f32s(&[], &[1.0]);
@@ -510,7 +574,98 @@ fn bert_ir(config: &serde_json::Value, weights: &[u8]) -> Result<(String, Vec<u8
         );
         ir.op("Transpose", "opset1", "", &[r, swap], "FP32")
     };
+    // Rotary positions (NomicBERT): cos and sin of each position × frequency, as
+    // 1 × 1 × len × head to meet the heads, and the half-rotation x ↦ (−x₂, x₁) as a matrix.
+    let rotary = sizes.rotary.map(|base| {
+        let half = head / 2;
+        let freqs: Vec<f32> = (0..head)
+            .map(|i| base.powf(-2.0 * (i % half) as f64 / head as f64) as f32)
+            .collect();
+        let freqs = ir.f32s(&[head], &freqs);
+        let at = ir.op(
+            "Convert",
+            "opset1",
+            r#"destination_type="f32""#,
+            &[positions],
+            "FP32",
+        );
+        let axis2 = ir.i64s(&[2]);
+        let at = ir.op("Unsqueeze", "opset1", "", &[at, axis2], "FP32");
+        let angles = ir.binary("Multiply", at, freqs);
+        let axis1 = ir.i64s(&[1]);
+        let angles = ir.op("Unsqueeze", "opset1", "", &[angles, axis1], "FP32");
+        let cos = ir.op("Cos", "opset1", "", &[angles], "FP32");
+        let sin = ir.op("Sin", "opset1", "", &[angles], "FP32");
+        let width = head as usize;
+        let mut turn = vec![0f32; width * width];
+        for j in 0..width / 2 {
+            turn[(j + width / 2) * width + j] = -1.0;
+            turn[j * width + j + width / 2] = 1.0;
+        }
+        let turn = ir.f32s(&[head, head], &turn);
+        (cos, sin, turn)
+    });
+    let rotate = |ir: &mut Ir, x: Out| match rotary {
+        Some((cos, sin, turn)) => {
+            let turned = ir.matmul(x, turn, false);
+            let a = ir.binary("Multiply", x, cos);
+            let b = ir.binary("Multiply", turned, sin);
+            ir.binary("Add", a, b)
+        }
+        None => x,
+    };
+    // A bias-free projection by rows `rows` of `at`'s weight (NomicBERT's fused query, key and
+    // value are one weight of three blocks of rows).
+    let project = |ir: &mut Ir, state: Out, at: &str, rows: Option<(usize, usize)>| {
+        let (shape, data) = model.get(at)?;
+        let width = shape.get(1).copied().unwrap_or(0) as usize;
+        let (from, to) = rows.unwrap_or((0, shape.first().copied().unwrap_or(0) as usize));
+        let weight = ir.constant(
+            &[(to - from) as i64, width as i64],
+            "f32",
+            "FP32",
+            &data[from * width * 4..to * width * 4],
+        );
+        Ok::<Out, String>(ir.matmul(state, weight, true))
+    };
     for layer in 0..sizes.layers {
+        if sizes.rotary.is_some() {
+            let at = format!("encoder.layers.{layer}");
+            let h = hidden as usize;
+            let qkv = format!("{at}.attn.Wqkv.weight");
+            let query = project(&mut ir, state, &qkv, Some((0, h)))?;
+            let query = ir.binary("Multiply", query, scale);
+            let query = heads(&mut ir, query);
+            let query = rotate(&mut ir, query);
+            let key = project(&mut ir, state, &qkv, Some((h, 2 * h)))?;
+            let key = heads(&mut ir, key);
+            let key = rotate(&mut ir, key);
+            let value = project(&mut ir, state, &qkv, Some((2 * h, 3 * h)))?;
+            let value = heads(&mut ir, value);
+            let scores = ir.matmul(query, key, true);
+            let scores = ir.binary("Add", scores, bias);
+            let probs = ir.op("SoftMax", "opset8", r#"axis="-1""#, &[scores], "FP32");
+            let ctx = ir.matmul(probs, value, false);
+            let ctx = ir.op("Transpose", "opset1", "", &[ctx, swap], "FP32");
+            let ctx = ir.op(
+                "Reshape",
+                "opset1",
+                r#"special_zero="true""#,
+                &[ctx, merge],
+                "FP32",
+            );
+            let attended = project(&mut ir, ctx, &format!("{at}.attn.out_proj.weight"), None)?;
+            let attended = ir.binary("Add", attended, state);
+            state = norm(&mut ir, attended, &format!("{at}.norm1"))?;
+            let up = project(&mut ir, state, &format!("{at}.mlp.fc11.weight"), None)?;
+            let gate = project(&mut ir, state, &format!("{at}.mlp.fc12.weight"), None)?;
+            let gate = ir.op("Swish", "opset4", "", &[gate], "FP32");
+            let inner = ir.binary("Multiply", up, gate);
+            let out = project(&mut ir, inner, &format!("{at}.mlp.fc2.weight"), None)?;
+            let out = ir.binary("Add", out, state);
+            state = norm(&mut ir, out, &format!("{at}.norm2"))?;
+            continue;
+        }
         let at = format!("encoder.layer.{layer}");
         let query = linear(&mut ir, state, &format!("{at}.attention.self.query"))?;
         let query = ir.binary("Multiply", query, scale);
@@ -654,7 +809,7 @@ impl Bert {
         Ok(Self {
             idle: Mutex::new(idle),
             returned: std::sync::Condvar::new(),
-            hidden: config["hidden_size"].as_u64().unwrap_or(0) as usize,
+            hidden: hidden_size(config),
         })
     }
 
