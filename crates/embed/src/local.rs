@@ -914,6 +914,40 @@ mod tests {
         Runtime::OpenVino(dir)
     }
 
+    #[test]
+    fn a_models_prompts_are_read_for_queries_and_documents() {
+        let dir = tempfile::tempdir().unwrap();
+        assert_eq!(Prompts::of(dir.path()), Prompts::default());
+        std::fs::write(
+            dir.path().join("config_sentence_transformers.json"),
+            r#"{"prompts": {"query": "search_query: ", "document": "search_document: "}}"#,
+        )
+        .unwrap();
+        let p = Prompts::of(dir.path());
+        assert_eq!(p.of_kind(InputType::Query), "search_query: ");
+        assert_eq!(p.of_kind(InputType::Document), "search_document: ");
+    }
+
+    #[test]
+    fn a_nomic_model_on_candle_is_refused_with_what_to_do() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(
+            dir.path().join("config.json"),
+            r#"{"model_type": "nomic_bert", "n_embd": 8, "n_head": 2, "n_layer": 1}"#,
+        )
+        .unwrap();
+        std::fs::write(dir.path().join("tokenizer.json"), "{}").unwrap();
+        std::fs::write(dir.path().join("model.safetensors"), b"weights").unwrap();
+        let e = LocalEmbedder::load_on(dir.path(), 8, 1, Reading::default(), &Runtime::Candle)
+            .err()
+            .expect("refused")
+            .to_string();
+        assert!(
+            e.contains("NomicBERT") && e.contains("embed.local_runtime"),
+            "{e}"
+        );
+    }
+
     /// Real code of every length: this file cut into pieces of 3 to 60 lines.
     fn real_inputs() -> Vec<String> {
         let lines: Vec<&str> = include_str!("local.rs").lines().collect();

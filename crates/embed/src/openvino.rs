@@ -446,7 +446,9 @@ impl Sizes {
         let hidden = int("n_embd")?;
         let heads = int("n_head")?;
         if hidden % heads != 0 || (hidden / heads) % 2 != 0 {
-            return Err(format!("n_embd {hidden} does not split into {heads} even heads"));
+            return Err(format!(
+                "n_embd {hidden} does not split into {heads} even heads"
+            ));
         }
         let expect = |k: &str, want: &serde_json::Value| -> Result<(), String> {
             match config.get(k) {
@@ -929,6 +931,247 @@ mod tests {
                 .err()
                 .expect("refused")
                 .contains("multiple")
+        );
+    }
+
+    /// A NomicBERT of 2 layers, 8 wide, 2 heads, from a fixed pseudo-random stream: the
+    /// safetensors bytes and the weights by name (row-major, out × in).
+    fn tiny_nomic() -> (serde_json::Value, Vec<u8>, HashMap<String, Vec<f32>>) {
+        let (hidden, inner, vocab, layers) = (8usize, 12usize, 20usize, 2usize);
+        let mut seed = 0x2545_f491_4f6c_dd1du64;
+        let mut next = move || {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            ((seed >> 40) as f32 / (1u64 << 24) as f32 - 0.5) * 0.8
+        };
+        let mut shapes: Vec<(String, Vec<usize>)> = vec![
+            (
+                "embeddings.word_embeddings.weight".into(),
+                vec![vocab, hidden],
+            ),
+            (
+                "embeddings.token_type_embeddings.weight".into(),
+                vec![2, hidden],
+            ),
+            ("emb_ln.weight".into(), vec![hidden]),
+            ("emb_ln.bias".into(), vec![hidden]),
+        ];
+        for l in 0..layers {
+            let at = format!("encoder.layers.{l}");
+            shapes.extend([
+                (format!("{at}.attn.Wqkv.weight"), vec![3 * hidden, hidden]),
+                (format!("{at}.attn.out_proj.weight"), vec![hidden, hidden]),
+                (format!("{at}.mlp.fc11.weight"), vec![inner, hidden]),
+                (format!("{at}.mlp.fc12.weight"), vec![inner, hidden]),
+                (format!("{at}.mlp.fc2.weight"), vec![hidden, inner]),
+                (format!("{at}.norm1.weight"), vec![hidden]),
+                (format!("{at}.norm1.bias"), vec![hidden]),
+                (format!("{at}.norm2.weight"), vec![hidden]),
+                (format!("{at}.norm2.bias"), vec![hidden]),
+            ]);
+        }
+        let mut values = HashMap::new();
+        for (name, shape) in &mut shapes {
+            let n: usize = shape.iter().product();
+            let mut v: Vec<f32> = (0..n).map(|_| next()).collect();
+            if name.ends_with("norm1.weight")
+                || name.ends_with("norm2.weight")
+                || name == "emb_ln.weight"
+            {
+                v.iter_mut().for_each(|x| *x += 1.0);
+            }
+            values.insert(name.clone(), v);
+        }
+        let bytes: Vec<(String, Vec<u8>, Vec<usize>)> = shapes
+            .iter()
+            .map(|(name, shape)| {
+                let b = values[name].iter().flat_map(|x| x.to_le_bytes()).collect();
+                (name.clone(), b, shape.clone())
+            })
+            .collect();
+        let views: Vec<(String, safetensors::tensor::TensorView<'_>)> = bytes
+            .iter()
+            .map(|(name, b, shape)| {
+                let view =
+                    safetensors::tensor::TensorView::new(safetensors::Dtype::F32, shape.clone(), b)
+                        .unwrap();
+                (name.clone(), view)
+            })
+            .collect();
+        let file = safetensors::tensor::serialize(views, None).unwrap();
+        let config = serde_json::json!({
+            "model_type": "nomic_bert", "n_embd": hidden, "n_head": 2, "n_layer": layers,
+            "n_inner": inner, "n_positions": 64, "rotary_emb_base": 1000.0,
+            "rotary_emb_fraction": 1.0, "rotary_emb_interleaved": false,
+            "activation_function": "swiglu", "prenorm": false, "layer_norm_epsilon": 1e-12
+        });
+        (config, file, values)
+    }
+
+    /// NomicBERT written out plainly, token by token: the sum of one row's final states.
+    fn nomic_by_hand(w: &HashMap<String, Vec<f32>>, ids: &[usize], base: f32) -> Vec<f32> {
+        let (hidden, heads) = (8usize, 2usize);
+        let d = hidden / heads;
+        let matvec = |m: &[f32], x: &[f32]| -> Vec<f32> {
+            m.chunks(x.len())
+                .map(|row| row.iter().zip(x).map(|(a, b)| a * b).sum())
+                .collect()
+        };
+        let norm = |x: &mut Vec<f32>, at: &str| {
+            let n = x.len() as f32;
+            let mean = x.iter().sum::<f32>() / n;
+            let var = x.iter().map(|v| (v - mean) * (v - mean)).sum::<f32>() / n;
+            let (g, b) = (&w[&format!("{at}.weight")], &w[&format!("{at}.bias")]);
+            for (i, v) in x.iter_mut().enumerate() {
+                *v = (*v - mean) / (var + 1e-12).sqrt() * g[i] + b[i];
+            }
+        };
+        let rotate = |v: &mut [f32], pos: usize| {
+            for h in 0..heads {
+                let x = &mut v[h * d..(h + 1) * d];
+                for j in 0..d / 2 {
+                    let angle = pos as f32 * base.powf(-2.0 * j as f32 / d as f32);
+                    let (c, s) = (angle.cos(), angle.sin());
+                    let (x1, x2) = (x[j], x[j + d / 2]);
+                    x[j] = x1 * c - x2 * s;
+                    x[j + d / 2] = x2 * c + x1 * s;
+                }
+            }
+        };
+        let words = &w["embeddings.word_embeddings.weight"];
+        let types = &w["embeddings.token_type_embeddings.weight"];
+        let mut states: Vec<Vec<f32>> = ids
+            .iter()
+            .map(|&id| {
+                let mut x: Vec<f32> = (0..hidden)
+                    .map(|i| words[id * hidden + i] + types[i])
+                    .collect();
+                norm(&mut x, "emb_ln");
+                x
+            })
+            .collect();
+        for l in 0..2 {
+            let at = format!("encoder.layers.{l}");
+            let qkv: Vec<Vec<f32>> = states
+                .iter()
+                .map(|x| matvec(&w[&format!("{at}.attn.Wqkv.weight")], x))
+                .collect();
+            let mut q: Vec<Vec<f32>> = qkv.iter().map(|v| v[..hidden].to_vec()).collect();
+            let mut k: Vec<Vec<f32>> = qkv.iter().map(|v| v[hidden..2 * hidden].to_vec()).collect();
+            let v: Vec<Vec<f32>> = qkv.iter().map(|v| v[2 * hidden..].to_vec()).collect();
+            for (pos, (qi, ki)) in q.iter_mut().zip(k.iter_mut()).enumerate() {
+                rotate(qi, pos);
+                rotate(ki, pos);
+            }
+            for t in 0..states.len() {
+                let mut ctx = vec![0f32; hidden];
+                for h in 0..heads {
+                    let r = h * d..(h + 1) * d;
+                    let scores: Vec<f32> = k
+                        .iter()
+                        .map(|ks| {
+                            q[t][r.clone()]
+                                .iter()
+                                .zip(&ks[r.clone()])
+                                .map(|(a, b)| a * b)
+                                .sum::<f32>()
+                                / (d as f32).sqrt()
+                        })
+                        .collect();
+                    let top = scores.iter().copied().fold(f32::MIN, f32::max);
+                    let e: Vec<f32> = scores.iter().map(|s| (s - top).exp()).collect();
+                    let z: f32 = e.iter().sum();
+                    for (p, vs) in e.iter().zip(&v) {
+                        for i in r.clone() {
+                            ctx[i] += p / z * vs[i];
+                        }
+                    }
+                }
+                let out = matvec(&w[&format!("{at}.attn.out_proj.weight")], &ctx);
+                let mut x: Vec<f32> = states[t].iter().zip(&out).map(|(a, b)| a + b).collect();
+                norm(&mut x, &format!("{at}.norm1"));
+                let up = matvec(&w[&format!("{at}.mlp.fc11.weight")], &x);
+                let gate = matvec(&w[&format!("{at}.mlp.fc12.weight")], &x);
+                let inner: Vec<f32> = up
+                    .iter()
+                    .zip(&gate)
+                    .map(|(u, g)| u * g / (1.0 + (-g).exp()))
+                    .collect();
+                let down = matvec(&w[&format!("{at}.mlp.fc2.weight")], &inner);
+                let mut y: Vec<f32> = x.iter().zip(&down).map(|(a, b)| a + b).collect();
+                norm(&mut y, &format!("{at}.norm2"));
+                states[t] = y;
+            }
+            // Every token of this layer reads the previous layer's states: `qkv` was taken
+            // before any was replaced.
+        }
+        (0..hidden)
+            .map(|i| states.iter().map(|x| x[i]).sum())
+            .collect()
+    }
+
+    #[test]
+    fn nomic_bert_on_openvino_computes_what_the_model_defines() {
+        let dir = std::env::var_os("TRAWL_OPENVINO_DIR")
+            .map_or_else(default_runtime_dir, std::path::PathBuf::from);
+        assert!(
+            is_installed(&dir),
+            "no OpenVINO runtime in {}: run scripts/fetch-model.sh",
+            dir.display()
+        );
+        let (config, file, weights) = tiny_nomic();
+        let model = Bert::load(&dir, &config, &file, 1).unwrap();
+        // Two rows of different lengths: the shorter one padded.
+        let rows: [&[usize]; 2] = [&[1, 5, 7, 3, 9, 13, 17, 6, 8, 12, 19, 2], &[1, 11, 4, 2]];
+        let len = 12;
+        let mut ids = Vec::new();
+        let mut mask = Vec::new();
+        for r in rows {
+            ids.extend(r.iter().map(|&i| i as u32));
+            ids.extend(std::iter::repeat_n(0u32, len - r.len()));
+            mask.extend(std::iter::repeat_n(1u32, r.len()));
+            mask.extend(std::iter::repeat_n(0u32, len - r.len()));
+        }
+        let got = model.pooled_sums(&ids, &mask, 2, len).unwrap();
+        for (row, sums) in rows.iter().zip(&got) {
+            let want = nomic_by_hand(&weights, row, 1000.0);
+            let dot: f32 = want.iter().zip(sums).map(|(a, b)| a * b).sum();
+            let cos = dot
+                / (want.iter().map(|x| x * x).sum::<f32>().sqrt()
+                    * sums.iter().map(|x| x * x).sum::<f32>().sqrt());
+            let worst = want
+                .iter()
+                .zip(sums)
+                .map(|(a, b)| (a - b).abs())
+                .fold(0f32, f32::max);
+            assert!(cos > 0.999, "cosine {cos}: {want:?} against {sums:?}");
+            for (a, b) in want.iter().zip(sums) {
+                assert!(
+                    (a - b).abs() < 0.05 * (1.0 + a.abs()),
+                    "{want:?} against {sums:?}"
+                );
+            }
+        }
+        // Without the rotation the same weights give other sums: positions matter.
+        let moved = nomic_by_hand(&weights, &[1, 9, 7, 3, 5, 2], 1000.0);
+        let first = nomic_by_hand(&weights, rows[0], 1000.0);
+        assert!(moved.iter().zip(&first).any(|(a, b)| (a - b).abs() > 1e-3));
+    }
+
+    #[test]
+    fn a_nomic_config_it_cannot_run_is_refused_by_key() {
+        let mut config = tiny_nomic().0;
+        config["rotary_emb_interleaved"] = serde_json::json!(true);
+        let e = Sizes::of(&config).err().expect("refused");
+        assert!(e.contains("rotary_emb_interleaved"), "{e}");
+        let mut config = tiny_nomic().0;
+        config["activation_function"] = serde_json::json!("gelu");
+        assert!(
+            Sizes::of(&config)
+                .err()
+                .expect("refused")
+                .contains("activation_function")
         );
     }
 }
