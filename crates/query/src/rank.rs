@@ -242,9 +242,16 @@ pub fn asks_for_history(query: &str) -> bool {
         "regression",
         "reverted",
     ];
-    const PHRASES: [&str; 9] = [
+    const PHRASES: [&str; 16] = [
         "when was",
         "when were",
+        "which change",
+        "what change",
+        "which pull request",
+        "which release",
+        "which version",
+        "since when",
+        "since which",
         "who changed",
         "was removed",
         "were removed",
@@ -786,6 +793,9 @@ mod tests {
         assert!(asks_for_history("why was the retry removed"));
         assert!(asks_for_history("which commit changed the parser?"));
         assert!(asks_for_history("when was the connection pool added"));
+        assert!(asks_for_history("which change made the timeout configurable?"));
+        assert!(asks_for_history("in which version did --quiet appear"));
+        assert!(!asks_for_history("which option changes the timeout?"));
         assert!(!asks_for_history("how do I remove a handler"));
         assert!(!asks_for_history("retry policy"));
         for (name, test) in [
