@@ -793,7 +793,9 @@ mod tests {
         assert!(asks_for_history("why was the retry removed"));
         assert!(asks_for_history("which commit changed the parser?"));
         assert!(asks_for_history("when was the connection pool added"));
-        assert!(asks_for_history("which change made the timeout configurable?"));
+        assert!(asks_for_history(
+            "which change made the timeout configurable?"
+        ));
         assert!(asks_for_history("in which version did --quiet appear"));
         assert!(!asks_for_history("which option changes the timeout?"));
         assert!(!asks_for_history("how do I remove a handler"));
