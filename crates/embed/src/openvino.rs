@@ -630,51 +630,32 @@ fn bert_ir(config: &serde_json::Value, weights: &[u8]) -> Result<(String, Vec<u8
         );
         Ok::<Out, String>(ir.matmul(state, weight, true))
     };
+    // One layer: attention, then the feed-forward layer, each added to its input and
+    // normalised. BERT and NomicBERT differ in the projections, the positions and the
+    // feed-forward layer's activation; the attention between them is the same.
+    let nomic = sizes.rotary.is_some();
     for layer in 0..sizes.layers {
-        if sizes.rotary.is_some() {
-            let at = format!("encoder.layers.{layer}");
+        let (query, key, value) = if nomic {
             let h = hidden as usize;
-            let qkv = format!("{at}.attn.Wqkv.weight");
-            let query = project(&mut ir, state, &qkv, Some((0, h)))?;
-            let query = ir.binary("Multiply", query, scale);
-            let query = heads(&mut ir, query);
-            let query = rotate(&mut ir, query);
-            let key = project(&mut ir, state, &qkv, Some((h, 2 * h)))?;
-            let key = heads(&mut ir, key);
-            let key = rotate(&mut ir, key);
-            let value = project(&mut ir, state, &qkv, Some((2 * h, 3 * h)))?;
-            let value = heads(&mut ir, value);
-            let scores = ir.matmul(query, key, true);
-            let scores = ir.binary("Add", scores, bias);
-            let probs = ir.op("SoftMax", "opset8", r#"axis="-1""#, &[scores], "FP32");
-            let ctx = ir.matmul(probs, value, false);
-            let ctx = ir.op("Transpose", "opset1", "", &[ctx, swap], "FP32");
-            let ctx = ir.op(
-                "Reshape",
-                "opset1",
-                r#"special_zero="true""#,
-                &[ctx, merge],
-                "FP32",
-            );
-            let attended = project(&mut ir, ctx, &format!("{at}.attn.out_proj.weight"), None)?;
-            let attended = ir.binary("Add", attended, state);
-            state = norm(&mut ir, attended, &format!("{at}.norm1"))?;
-            let up = project(&mut ir, state, &format!("{at}.mlp.fc11.weight"), None)?;
-            let gate = project(&mut ir, state, &format!("{at}.mlp.fc12.weight"), None)?;
-            let gate = ir.op("Swish", "opset4", "", &[gate], "FP32");
-            let inner = ir.binary("Multiply", up, gate);
-            let out = project(&mut ir, inner, &format!("{at}.mlp.fc2.weight"), None)?;
-            let out = ir.binary("Add", out, state);
-            state = norm(&mut ir, out, &format!("{at}.norm2"))?;
-            continue;
-        }
-        let at = format!("encoder.layer.{layer}");
-        let query = linear(&mut ir, state, &format!("{at}.attention.self.query"))?;
+            let qkv = format!("encoder.layers.{layer}.attn.Wqkv.weight");
+            (
+                project(&mut ir, state, &qkv, Some((0, h)))?,
+                project(&mut ir, state, &qkv, Some((h, 2 * h)))?,
+                project(&mut ir, state, &qkv, Some((2 * h, 3 * h)))?,
+            )
+        } else {
+            let at = format!("encoder.layer.{layer}.attention.self");
+            (
+                linear(&mut ir, state, &format!("{at}.query"))?,
+                linear(&mut ir, state, &format!("{at}.key"))?,
+                linear(&mut ir, state, &format!("{at}.value"))?,
+            )
+        };
         let query = ir.binary("Multiply", query, scale);
         let query = heads(&mut ir, query);
-        let key = linear(&mut ir, state, &format!("{at}.attention.self.key"))?;
+        let query = rotate(&mut ir, query);
         let key = heads(&mut ir, key);
-        let value = linear(&mut ir, state, &format!("{at}.attention.self.value"))?;
+        let key = rotate(&mut ir, key);
         let value = heads(&mut ir, value);
         let scores = ir.matmul(query, key, true);
         let scores = ir.binary("Add", scores, bias);
@@ -688,27 +669,43 @@ fn bert_ir(config: &serde_json::Value, weights: &[u8]) -> Result<(String, Vec<u8
             &[ctx, merge],
             "FP32",
         );
-        let attended = linear(&mut ir, ctx, &format!("{at}.attention.output.dense"))?;
-        let attended = ir.binary("Add", attended, state);
-        state = norm(
-            &mut ir,
-            attended,
-            &format!("{at}.attention.output.LayerNorm"),
-        )?;
-        let inner = linear(&mut ir, state, &format!("{at}.intermediate.dense"))?;
-        let inner = match sizes.gelu {
-            Some(mode) => ir.op(
-                "Gelu",
-                "opset7",
-                &format!(r#"approximation_mode="{mode}""#),
-                &[inner],
-                "FP32",
-            ),
-            None => ir.op("Relu", "opset1", "", &[inner], "FP32"),
+        let (attended, first_norm) = if nomic {
+            let at = format!("encoder.layers.{layer}");
+            let out = project(&mut ir, ctx, &format!("{at}.attn.out_proj.weight"), None)?;
+            (out, format!("{at}.norm1"))
+        } else {
+            let at = format!("encoder.layer.{layer}.attention.output");
+            let out = linear(&mut ir, ctx, &format!("{at}.dense"))?;
+            (out, format!("{at}.LayerNorm"))
         };
-        let out = linear(&mut ir, inner, &format!("{at}.output.dense"))?;
+        let attended = ir.binary("Add", attended, state);
+        state = norm(&mut ir, attended, &first_norm)?;
+        let (out, second_norm) = if nomic {
+            let at = format!("encoder.layers.{layer}.mlp");
+            let up = project(&mut ir, state, &format!("{at}.fc11.weight"), None)?;
+            let gate = project(&mut ir, state, &format!("{at}.fc12.weight"), None)?;
+            let gate = ir.op("Swish", "opset4", "", &[gate], "FP32");
+            let inner = ir.binary("Multiply", up, gate);
+            let out = project(&mut ir, inner, &format!("{at}.fc2.weight"), None)?;
+            (out, format!("encoder.layers.{layer}.norm2"))
+        } else {
+            let at = format!("encoder.layer.{layer}");
+            let inner = linear(&mut ir, state, &format!("{at}.intermediate.dense"))?;
+            let inner = match sizes.gelu {
+                Some(mode) => ir.op(
+                    "Gelu",
+                    "opset7",
+                    &format!(r#"approximation_mode="{mode}""#),
+                    &[inner],
+                    "FP32",
+                ),
+                None => ir.op("Relu", "opset1", "", &[inner], "FP32"),
+            };
+            let out = linear(&mut ir, inner, &format!("{at}.output.dense"))?;
+            (out, format!("{at}.output.LayerNorm"))
+        };
         let out = ir.binary("Add", out, state);
-        state = norm(&mut ir, out, &format!("{at}.output.LayerNorm"))?;
+        state = norm(&mut ir, out, &second_norm)?;
     }
     // Sum over the tokens of each row (padding × 0).
     let axis2 = ir.i64s(&[2]);
