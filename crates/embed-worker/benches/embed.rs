@@ -325,15 +325,19 @@ async fn local() {
     );
     println!("| embedder | seconds | chunks/s | vs sentence-transformers | vs candle |");
     println!("|---|---|---|---|---|");
+    // How many times candle's time a run of `s` seconds is (none when candle did not run).
+    let vs_candle = |s: f64| {
+        if on_candle {
+            format!("{:.2}", secs[0] / s)
+        } else {
+            "—".to_owned()
+        }
+    };
     for ((name, m), s) in engines.iter().zip(&secs) {
         let vs_peer = peer
             .as_ref()
             .map_or_else(|| "—".to_owned(), |(p, _)| format!("{:.2}", p / s));
-        let vs_candle = if on_candle {
-            format!("{:.2}", secs[0] / s)
-        } else {
-            "—".to_owned()
-        };
+        let vs_candle = vs_candle(*s);
         println!(
             "| trawl ({name}, {}) | {s:.2} | {:.1} | {vs_peer} | {vs_candle} |",
             m.space().model,
@@ -344,11 +348,7 @@ async fn local() {
         Some((psecs, _)) => println!(
             "| sentence-transformers (torch, {threads} threads) | {psecs:.2} | {:.1} | 1.00 | {} |",
             n as f64 / psecs,
-            if on_candle {
-                format!("{:.2}", secs[0] / psecs)
-            } else {
-                "—".to_owned()
-            }
+            vs_candle(*psecs)
         ),
         None => println!(
             "| sentence-transformers | not run: set TRAWL_BENCH_PYTHON to a python with it | | | |"
