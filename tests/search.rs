@@ -490,6 +490,61 @@ fn eval_reports_recall_and_mrr_and_names_a_bad_line() {
         assert!(out.contains(&format!("| trawl without {what} |")), "{out}");
     }
 
+    // The learned ranking's weights, fitted on the questions in words: one question is too
+    // few, and the error says so; three are fitted, and the table printed is a configuration
+    // that `trawl eval` takes back.
+    let few = trawl(work.path())
+        .args(["eval", "q.jsonl", "--train-ranker"])
+        .output()
+        .unwrap();
+    assert!(!few.status.success());
+    let err = String::from_utf8_lossy(&few.stderr);
+    assert!(err.contains("too few to fit on"), "{err}");
+    std::fs::write(
+        work.path().join("questions.jsonl"),
+        [
+            r#"{"id":"n1","query":"how long to wait before retrying","kind":"natural","targets":[{"repo":"*","path":"http/client.py","start_line":12,"end_line":14}]}"#,
+            r#"{"id":"n2","query":"give a borrowed connection back to the pool","kind":"natural","targets":[{"repo":"*","path":"db/pool.rs","start_line":17,"end_line":20}]}"#,
+            r#"{"id":"n3","query":"what happens when every fetch attempt fails","kind":"natural","targets":[{"repo":"*","path":"http/client.py","start_line":28,"end_line":35}]}"#,
+        ]
+        .join("\n"),
+    )
+    .unwrap();
+    let fitted = ok(&trawl(work.path())
+        .args(["eval", "questions.jsonl", "--train-ranker"])
+        .output()
+        .unwrap());
+    assert!(
+        fitted.contains("3 of 3 queries are questions in words"),
+        "{fitted}"
+    );
+    let table = &fitted[fitted.find("[query.ranker]").expect("a weight table")..];
+    assert!(table.contains("\ncoverage = "), "{table}");
+    std::fs::write(work.path().join("fitted.toml"), table).unwrap();
+    let out = ok(&trawl(work.path())
+        .args(["--config", "fitted.toml", "eval", "questions.jsonl"])
+        .output()
+        .unwrap());
+    assert!(out.contains("| trawl |"), "{out}");
+    std::fs::write(
+        work.path().join("typo.toml"),
+        "[query.ranker]\ncoverag = 1.0\n",
+    )
+    .unwrap();
+    let typo = trawl(work.path())
+        .args(["--config", "typo.toml", "eval", "questions.jsonl"])
+        .output()
+        .unwrap();
+    assert!(
+        !typo.status.success(),
+        "a weight that names no feature is an error"
+    );
+    assert!(
+        String::from_utf8_lossy(&typo.stderr).contains("coverag"),
+        "{}",
+        String::from_utf8_lossy(&typo.stderr)
+    );
+
     // The naive baseline: the same repository as windows in another store, evaluated with
     // every ranking change off and printed beside the default.
     ok(&trawl(work.path())

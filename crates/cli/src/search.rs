@@ -324,6 +324,17 @@ pub struct EvalArgs {
     /// Which embedder embeds the queries (default: the one the index's space needs).
     #[arg(long, value_enum)]
     embedder: Option<EmbedderKind>,
+
+    /// Fit the learned ranking's weights (`query.ranker`) on these queries (use
+    /// `--split tune`) instead of scoring them: prints the pool's MRR@10 in fused and in
+    /// learned order, cross-validated over five folds of the questions, and the fitted
+    /// weights as a `[query.ranker]` table to put in the configuration.
+    #[arg(long)]
+    train_ranker: bool,
+
+    /// The L2 penalty of `--train-ranker`'s fit (larger: weights nearer zero).
+    #[arg(long, default_value_t = 0.01)]
+    ranker_l2: f64,
 }
 
 /// One evaluated configuration: a searcher, its knobs, a mode.
@@ -364,6 +375,80 @@ async fn run_queries(
     Ok(results)
 }
 
+/// `trawl eval --train-ranker`: the learned ranking's pool of every question in words,
+/// labelled by the targets, fitted.
+async fn train_ranker(
+    searcher: &trawl_query::Searcher,
+    queries: &[trawl_query::eval::EvalQuery],
+    l2: f64,
+) -> anyhow::Result<ExitCode> {
+    use trawl_query::learned;
+    anyhow::ensure!(
+        l2.is_finite() && l2 >= 0.0,
+        "--ranker-l2 must be a number ≥ 0, not {l2}"
+    );
+    let params = searcher.params();
+    anyhow::ensure!(
+        params.ranker_pool > 0,
+        "query.ranker_pool is 0: there is no pool to fit on (set it, e.g. `--set query.ranker_pool=50`)"
+    );
+    let bar = indicatif::ProgressBar::new(queries.len() as u64).with_message("pools");
+    let mut samples: Vec<learned::Sample> = Vec::new();
+    let mut answered = 0usize;
+    for q in queries {
+        let req = SearchRequest::new(q.query.clone());
+        let pool = searcher.ranker_pool(&req, Access::all(), params).await?;
+        bar.inc(1);
+        if pool.is_empty() {
+            continue;
+        }
+        let sample: learned::Sample = pool
+            .into_iter()
+            .map(|(h, f)| {
+                (
+                    f,
+                    q.targets
+                        .iter()
+                        .any(|t| trawl_query::eval::hits_precisely(&h, t)),
+                )
+            })
+            .collect();
+        answered += usize::from(sample.iter().any(|c| c.1));
+        samples.push(sample);
+    }
+    bar.finish_and_clear();
+    anyhow::ensure!(
+        answered >= 2,
+        "{} of {} queries are questions in words, {answered} with an answer among the first {} candidates: too few to fit on",
+        samples.len(),
+        queries.len(),
+        params.ranker_pool
+    );
+    let (cv_learned, cv_fused) = learned::cross_validate(&samples, 5, l2);
+    let w = learned::fit(&samples, l2);
+    println!(
+        "{} of {} queries are questions in words; {answered} have an answer among the first {} candidates.",
+        samples.len(),
+        queries.len(),
+        params.ranker_pool
+    );
+    println!(
+        "MRR@10 of those questions, 5-fold cross-validated: {cv_learned:.3} in learned order, {cv_fused:.3} in fused order."
+    );
+    println!(
+        "MRR@10 in learned order with weights fitted on all of them: {:.3}.\n",
+        learned::mrr(&samples, Some(&w))
+    );
+    println!("[query.ranker]");
+    for (name, v) in trawl_core::config::RankerWeights::NAMES
+        .iter()
+        .zip(w.to_array())
+    {
+        println!("{name} = {v:.4}");
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
 pub async fn eval(cfg: &Config, args: EvalArgs) -> anyhow::Result<ExitCode> {
     use trawl_query::eval;
     let mut queries = eval::load(&args.queries)?;
@@ -376,6 +461,9 @@ pub async fn eval(cfg: &Config, args: EvalArgs) -> anyhow::Result<ExitCode> {
         );
     }
     let searcher = local_searcher(cfg, args.embedder).await?;
+    if args.train_ranker {
+        return train_ranker(&searcher, &queries, args.ranker_l2).await;
+    }
     let label = args.label.clone().unwrap_or_else(|| "trawl".to_owned());
     let depth = usize::from(args.depth);
     let mut runs = Vec::new();

@@ -145,6 +145,13 @@ pub struct QueryConfig {
     pub hyde_cache: usize,
     /// Weight of the HyDE arm in the fusion.
     pub hyde_weight: f64,
+    /// A question in words: its first `ranker_pool` fused candidates are ranked again by a
+    /// weighted sum of what is known of each (the arms' ranks and scores, how much of the
+    /// question's rarer words the chunk holds, its role, kind and size, how many of the other
+    /// answers share its repository and file). 0 = off.
+    pub ranker_pool: usize,
+    /// The weights of that sum, fitted by `trawl eval --train-ranker` on a tuning split.
+    pub ranker: RankerWeights,
     /// Bearer tokens of `trawl serve` and the repositories each may see (glob patterns such as
     /// `github.com/acme/*`). No tokens = an open server (for a laptop); with tokens, every
     /// request needs one.
@@ -192,7 +199,93 @@ impl Default for QueryConfig {
             hyde_timeout_ms: 3000,
             hyde_cache: 1000,
             hyde_weight: 0.7,
+            ranker_pool: 50,
+            ranker: RankerWeights::default(),
             tokens: Vec::new(),
+        }
+    }
+}
+
+/// Declares [`RankerWeights`] from one list of feature names: its fields, its
+/// [`RankerWeights::NAMES`] and its conversions to and from an array, in that order.
+macro_rules! ranker_weights {
+    ($($name:ident),+ $(,)?) => {
+        /// Weights of the learned ranking's features (`query.ranker`), one per feature; a key
+        /// that names no feature is an error. Each feature is described where it is computed
+        /// (`trawl_query::learned`).
+        #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+        #[serde(deny_unknown_fields, default)]
+        pub struct RankerWeights {
+            $(pub $name: f64,)+
+        }
+
+        impl RankerWeights {
+            /// The features, in the order of [`RankerWeights::to_array`].
+            pub const NAMES: [&'static str; [$(stringify!($name)),+].len()] =
+                [$(stringify!($name)),+];
+
+            pub fn to_array(&self) -> [f64; Self::NAMES.len()] {
+                [$(self.$name),+]
+            }
+
+            pub fn from_array(w: [f64; Self::NAMES.len()]) -> Self {
+                let [$($name),+] = w;
+                Self { $($name),+ }
+            }
+        }
+    };
+}
+
+ranker_weights!(
+    fused,
+    position,
+    vector_rrf,
+    vector_similarity,
+    lexical_rrf,
+    lexical_share,
+    coverage,
+    name_coverage,
+    lead_coverage,
+    pair_coverage,
+    docs,
+    test,
+    history,
+    log_lines,
+    repo_share,
+    file_share,
+    callable,
+    container,
+    wide,
+    module_code,
+    prose,
+);
+
+impl Default for RankerWeights {
+    /// Fitted by `trawl eval --train-ranker --ranker-l2 0.1 --split tune` on the development
+    /// set's tuning half (README, "The learned ranking").
+    fn default() -> Self {
+        Self {
+            fused: 1.7130,
+            position: 1.0618,
+            vector_rrf: 0.4254,
+            vector_similarity: 1.9196,
+            lexical_rrf: 2.1684,
+            lexical_share: 0.2558,
+            coverage: 3.2088,
+            name_coverage: 2.0995,
+            lead_coverage: 0.9027,
+            pair_coverage: 0.0244,
+            docs: -0.1427,
+            test: -0.9280,
+            history: 0.3251,
+            log_lines: 0.1120,
+            repo_share: 0.8426,
+            file_share: 1.1413,
+            callable: 0.4536,
+            container: -0.7878,
+            wide: 0.2498,
+            module_code: -0.2855,
+            prose: -0.1965,
         }
     }
 }

@@ -135,6 +135,7 @@ pub fn ablations() -> Vec<Ablation> {
         ("prose lending", |p| p.prose_lend = 0.0),
         ("callers", |p| p.callers_boost = 0.0),
         ("commit messages", |p| p.commits = false),
+        ("learned ranking", |p| p.ranker_pool = 0),
     ]
 }
 
@@ -162,6 +163,25 @@ pub fn hits(hit: &Hit, t: &Target) -> bool {
     let smaller = (hit.end_line - hit.start_line + 1).min(t.end_line - t.start_line + 1);
     2 * overlap >= smaller
 }
+
+/// Whether `hit` hits `t` and cites about as many lines as it: at most twice the target's
+/// span and [`PRECISE_SLACK`] lines more. A container holding the target hits it, but a
+/// ranking fitted on hits alone learns that long chunks hit more often; the learned
+/// ranking is fitted on precise hits, so that it prefers the lines that answer.
+pub fn hits_precisely(hit: &Hit, t: &Target) -> bool {
+    if !hits(hit, t) {
+        return false;
+    }
+    if t.commit.is_some() {
+        return true;
+    }
+    let span = |a: u32, b: u32| b.saturating_sub(a) + 1;
+    span(hit.chunk.start_line, hit.chunk.end_line)
+        <= 2 * span(t.start_line, t.end_line) + PRECISE_SLACK
+}
+
+/// Lines a precise hit may cite beyond twice its target's span.
+pub const PRECISE_SLACK: u32 = 10;
 
 /// Recall@1/5/10 and MRR@10 over some queries.
 #[derive(Clone, Debug, Default, PartialEq, Serialize)]

@@ -24,6 +24,7 @@ pub mod access;
 pub mod eval;
 pub mod hyde;
 pub mod index;
+pub mod learned;
 pub mod rank;
 pub mod request;
 pub mod rerank;

@@ -19,6 +19,7 @@ use trawl_index::docs::DocRow;
 use crate::QueryError;
 use crate::access::{Access, globset};
 use crate::index::{Generation, Segment, is_definition, normalize_symbol};
+use crate::learned;
 use crate::rank::{self, Intent};
 use crate::request::{Cited, Context, Hit, Mode, SearchRequest};
 
@@ -150,6 +151,9 @@ pub type Candidate = (u32, u32, f64);
 #[derive(Debug, Default)]
 pub struct Ranked {
     pub candidates: Vec<Candidate>,
+    /// A question in words: the features of the candidates the learned ranking considered,
+    /// in fused order (to fit its weights on; empty otherwise).
+    pub pool: Vec<(Candidate, learned::Features)>,
     /// What could not be done as asked.
     pub notes: Vec<String>,
 }
@@ -408,7 +412,63 @@ pub fn candidates_with(
     if params.narrow {
         rank::narrow(&mut candidates, |s, o| doc((s, o)));
     }
-    Ok(Ranked { candidates, notes })
+    let mut pool = Vec::new();
+    if let (true, Some(schema), Some((_, stats))) = (
+        params.ranker_pool > 0 && effective == Mode::Hybrid && intent == Intent::Natural,
+        &schema,
+        &lexical,
+    ) {
+        let body = schema
+            .get_field("body")
+            .map_err(|e| QueryError::Index(format!("text index: {e}")))?;
+        use tantivy::query::Bm25StatisticsProvider;
+        let docs = stats.total_num_docs().unwrap_or(0);
+        let question = learned::Question::new(&req.query, docs, |t| {
+            stats
+                .doc_freq(&tantivy::Term::from_field_text(body, t))
+                .unwrap_or(0)
+        });
+        let arm = |hits: &[Candidate]| -> learned::ArmHits<rank::Key> {
+            hits.iter()
+                .enumerate()
+                .map(|(r, &(s, o, score))| ((s, o), (r, score)))
+                .collect()
+        };
+        let arms = learned::Arms {
+            vector: arm(&vec_hits),
+            lexical: arm(&lex_hits),
+            vector_floor: vec_hits.last().map_or(0.0, |c| c.2),
+            lexical_top: lex_hits.first().map_or(1.0, |c| c.2),
+        };
+        // Definitions named exactly (and callers of a named definition) stay first.
+        let fixed = candidates
+            .iter()
+            .take_while(|c| c.2 >= EXACT_SYMBOL)
+            .count();
+        let end = (fixed + params.ranker_pool).min(candidates.len());
+        let span: Vec<(rank::Key, f64)> = candidates[fixed..end]
+            .iter()
+            .map(|&(s, o, v)| ((s, o), v))
+            .collect();
+        let feats = learned::features(&question, &arms, &span, doc);
+        pool = candidates[fixed..end].iter().copied().zip(feats).collect();
+        // The pool takes its new order with the fused scores it had, best first, so that
+        // scores still fall down the list.
+        let order = learned::order(
+            &pool.iter().map(|p| p.1).collect::<Vec<_>>(),
+            &params.ranker,
+        );
+        let scores: Vec<f64> = candidates[fixed..end].iter().map(|c| c.2).collect();
+        for (slot, &i) in order.iter().enumerate() {
+            let (s, o, _) = pool[i].0;
+            candidates[fixed + slot] = (s, o, scores[slot]);
+        }
+    }
+    Ok(Ranked {
+        candidates,
+        pool,
+        notes,
+    })
 }
 
 /// Adds one arm's candidates (best first) to the fused scores, weighted by `w`, as
@@ -864,7 +924,7 @@ fn context(relation: &str, d: &DocRow) -> Context {
     }
 }
 
-fn hit(d: &DocRow, score: f64) -> Hit {
+pub fn hit(d: &DocRow, score: f64) -> Hit {
     Hit {
         chunk: cited(d, d.text.clone()),
         score,

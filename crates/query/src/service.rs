@@ -19,7 +19,8 @@ use trawl_index::VectorData;
 use crate::QueryError;
 use crate::access::Access;
 use crate::index::{Generation, prune_cache};
-use crate::request::{SearchRequest, SearchResponse};
+use crate::learned;
+use crate::request::{Hit, SearchRequest, SearchResponse};
 use crate::rerank::Reranker;
 use crate::search::{self, Filter};
 
@@ -497,44 +498,7 @@ impl Searcher {
         let k = req.validate(self.max_k, self.max_query_bytes)?;
         let filter = Filter::new(req, access.clone())?;
         let g = self.generation().ok_or(QueryError::NoIndex)?;
-        let t0 = Instant::now();
-        let vector = if req.mode == crate::Mode::Lexical {
-            None
-        } else {
-            self.embed(&g, &req.query).await
-        };
-        let mut notes = Vec::new();
-        let hyde = if vector.is_some() {
-            self.hyde_vector(&g, req).await.unwrap_or_else(|note| {
-                notes.push(note);
-                None
-            })
-        } else {
-            None
-        };
-        let embed_s = t0.elapsed().as_secs_f64();
-        if vector.is_some() {
-            self.metrics.embed_seconds.observe(embed_s);
-        }
-        let t1 = Instant::now();
-        let ranked = {
-            let g = g.clone();
-            let req = req.clone();
-            let params = params.clone();
-            tokio::task::spawn_blocking(move || {
-                search::candidates_with(
-                    &g,
-                    &req,
-                    k,
-                    filter,
-                    vector.as_ref(),
-                    hyde.as_ref(),
-                    &params,
-                )
-            })
-            .await
-            .map_err(|e| QueryError::Index(format!("search task: {e}")))??
-        };
+        let (ranked, mut notes, embed_s, t1) = self.ranked(&g, req, k, filter, params).await?;
         notes.extend(ranked.notes);
         let mut candidates = ranked.candidates;
         let mut search_s = t1.elapsed().as_secs_f64();
@@ -565,6 +529,80 @@ impl Searcher {
             search_ms: search_s * 1e3,
             embed_ms: embed_s * 1e3,
         })
+    }
+
+    /// The query embedded (and HyDE's code, when on), then the arms searched and fused:
+    /// the ranking, notes, seconds spent embedding, and when the search began.
+    async fn ranked(
+        &self,
+        g: &Arc<Generation>,
+        req: &SearchRequest,
+        k: usize,
+        filter: Filter,
+        params: &QueryConfig,
+    ) -> Result<(search::Ranked, Vec<String>, f64, Instant), QueryError> {
+        let t0 = Instant::now();
+        let vector = if req.mode == crate::Mode::Lexical {
+            None
+        } else {
+            self.embed(g, &req.query).await
+        };
+        let mut notes = Vec::new();
+        let hyde = if vector.is_some() {
+            self.hyde_vector(g, req).await.unwrap_or_else(|note| {
+                notes.push(note);
+                None
+            })
+        } else {
+            None
+        };
+        let embed_s = t0.elapsed().as_secs_f64();
+        if vector.is_some() {
+            self.metrics.embed_seconds.observe(embed_s);
+        }
+        let t1 = Instant::now();
+        let ranked = {
+            let g = g.clone();
+            let req = req.clone();
+            let params = params.clone();
+            tokio::task::spawn_blocking(move || {
+                search::candidates_with(
+                    &g,
+                    &req,
+                    k,
+                    filter,
+                    vector.as_ref(),
+                    hyde.as_ref(),
+                    &params,
+                )
+            })
+            .await
+            .map_err(|e| QueryError::Index(format!("search task: {e}")))??
+        };
+        Ok((ranked, notes, embed_s, t1))
+    }
+
+    /// The learned ranking's pool for a question in words: each candidate it considered, as
+    /// a result, with its features, in fused order (what `trawl eval --train-ranker` fits
+    /// the weights on). Empty for any other query.
+    pub async fn ranker_pool(
+        &self,
+        req: &SearchRequest,
+        access: Access,
+        params: &QueryConfig,
+    ) -> Result<Vec<(Hit, learned::Features)>, QueryError> {
+        let k = req.validate(self.max_k, self.max_query_bytes)?;
+        let filter = Filter::new(req, access)?;
+        let g = self.generation().ok_or(QueryError::NoIndex)?;
+        let (ranked, ..) = self.ranked(&g, req, k, filter, params).await?;
+        Ok(ranked
+            .pool
+            .iter()
+            .map(|&((s, o, score), f)| {
+                let d = &g.segments[s as usize].docs[o as usize];
+                (search::hit(d, score), f)
+            })
+            .collect())
     }
 
     /// Reorders the first `reranker.top` candidates by the reranker's relevance; exact symbol

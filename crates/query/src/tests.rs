@@ -541,3 +541,91 @@ async fn equal_scores_rank_the_same_however_the_chunks_are_sharded() {
         assert_eq!(a, sorted, "{mode:?}: ties are in chunk id order");
     }
 }
+
+#[tokio::test]
+async fn the_learned_ranking_reorders_a_questions_candidates_and_leaves_other_queries_alone() {
+    let (g, _cache) = generation_of(vec![
+        doc_at(
+            "a.py",
+            "function",
+            "fetch_rows",
+            "def fetch_rows(cursor):\n    # how rows are computed\n    return cursor.all()",
+            (1, 3),
+        ),
+        doc_at(
+            "b.py",
+            "function",
+            "next_delay",
+            "def next_delay(attempt):\n    # retry backoff with jitter\n    return min(cap, base * 2 ** attempt) * random()",
+            (10, 12),
+        ),
+        doc_at(
+            "c.py",
+            "function",
+            "unrelated",
+            "def unrelated():\n    return 1",
+            (20, 21),
+        ),
+    ])
+    .await;
+    // The question's vector is a.py's own: with the vector arm weighted up, a.py leads the
+    // fused order, though b.py holds the question's rare words.
+    let near_a = VectorData::F32(unit(1 + "a.py".len() as u64));
+    let rank = |query: &str, params: &QueryConfig| {
+        let req = SearchRequest::new(query);
+        search::candidates(
+            &g,
+            &req,
+            5,
+            Filter::new(&req, Access::all()).unwrap(),
+            Some(&near_a),
+            params,
+        )
+        .unwrap()
+    };
+    let paths = |r: &search::Ranked| -> Vec<String> {
+        search::finish(&g, &r.candidates, 5, false, &Access::all())
+            .into_iter()
+            .map(|h| h.chunk.path)
+            .collect()
+    };
+    let fused = QueryConfig {
+        weight_vector: 5.0,
+        ranker_pool: 0,
+        ..QueryConfig::default()
+    };
+    let question = "how is the retry backoff jitter computed";
+    let off = rank(question, &fused);
+    assert_eq!(paths(&off)[0], "a.py");
+    assert!(off.pool.is_empty(), "no pool when the ranking is off");
+    let mut words_only = [0.0; crate::learned::N];
+    words_only[6] = 1.0;
+    assert_eq!(trawl_core::config::RankerWeights::NAMES[6], "coverage");
+    let learned = QueryConfig {
+        ranker_pool: 50,
+        ranker: trawl_core::config::RankerWeights::from_array(words_only),
+        ..fused.clone()
+    };
+    let on = rank(question, &learned);
+    assert_eq!(paths(&on)[0], "b.py", "{:?}", paths(&on));
+    assert_eq!(on.pool.len(), on.candidates.len());
+    assert!(
+        on.candidates.windows(2).all(|w| w[0].2 >= w[1].2),
+        "scores still fall down the list: {:?}",
+        on.candidates
+    );
+    // The pool is in fused order with each candidate's features: b.py covers more of the
+    // question than a.py.
+    let coverage = |path: &str| {
+        on.pool
+            .iter()
+            .find(|(c, _)| g.segments[c.0 as usize].docs[c.1 as usize].path == path)
+            .unwrap()
+            .1[6]
+    };
+    assert!(coverage("b.py") > coverage("a.py"));
+    // An identifier is not a question in words: no pool, the fused order stands.
+    let ident = rank("fetch_rows", &learned);
+    assert!(ident.pool.is_empty());
+    assert_eq!(paths(&ident)[0], "a.py");
+}

@@ -1,0 +1,389 @@
+//! A learned ranking for questions in words. The fused ranking's first candidates are ranked
+//! again by a weighted sum of features: the arms' ranks and scores, how much of the
+//! question's rarer words a chunk holds (in its text, in its name and path, in its first
+//! lines, as adjacent pairs), its role, kind and size, and how many of the other answers share
+//! its repository and file. The weights (`query.ranker`) are fitted on a tuning split by
+//! `trawl eval --train-ranker`: a pairwise logistic regression, every hit of a question
+//! against every miss of it.
+
+use std::collections::{HashMap, HashSet};
+
+use trawl_core::ChunkKind;
+use trawl_core::config::RankerWeights;
+use trawl_index::docs::DocRow;
+
+use crate::rank::{self, Role};
+
+/// How many features there are.
+pub const N: usize = RankerWeights::NAMES.len();
+/// One candidate's features, in the order of [`RankerWeights::NAMES`].
+pub type Features = [f64; N];
+
+/// The rank constant of the arms' reciprocal-rank features.
+const RANK_K: f64 = 20.0;
+/// Lines of a chunk's text read as its lead (signature, docstring).
+const LEAD_LINES: usize = 4;
+/// Answers whose repositories and files make the share features.
+const SHARE_TOP: usize = 10;
+
+/// What a question brings to every candidate's features.
+pub struct Question {
+    /// Distinct terms, each with its other inflections and its weight (inverse document
+    /// frequency in the text index).
+    terms: Vec<(String, Vec<String>, f64)>,
+    /// Adjacent word pairs.
+    pairs: HashSet<(String, String)>,
+}
+
+impl Question {
+    /// `df` gives a term's document frequency among `docs` docs.
+    pub fn new(query: &str, docs: u64, df: impl Fn(&str) -> u64) -> Self {
+        let mut ts = trawl_index::analyzer::terms(query);
+        ts.sort();
+        ts.dedup();
+        let n = docs as f64;
+        let terms = ts
+            .into_iter()
+            .map(|t| {
+                let d = df(&t) as f64;
+                let idf = (1.0 + (n - d + 0.5) / (d + 0.5)).ln();
+                let inflections = trawl_index::analyzer::inflections(&t);
+                (t, inflections, idf)
+            })
+            .collect();
+        let words = trawl_index::analyzer::word_sequence(query);
+        let pairs = words
+            .windows(2)
+            .map(|w| (w[0].clone(), w[1].clone()))
+            .collect();
+        Self { terms, pairs }
+    }
+
+    /// The weighted share of the question's terms found in `text`'s terms.
+    fn coverage(&self, found: &HashSet<String>) -> f64 {
+        let total: f64 = self.terms.iter().map(|t| t.2).sum();
+        if total <= 0.0 {
+            return 0.0;
+        }
+        let hit: f64 = self
+            .terms
+            .iter()
+            .filter(|(t, inf, _)| found.contains(t) || inf.iter().any(|i| found.contains(i)))
+            .map(|t| t.2)
+            .sum();
+        hit / total
+    }
+
+    fn pair_coverage(&self, text: &str) -> f64 {
+        if self.pairs.is_empty() {
+            return 0.0;
+        }
+        let words = trawl_index::analyzer::word_sequence(text);
+        let found: HashSet<(&str, &str)> = words
+            .windows(2)
+            .map(|w| (w[0].as_str(), w[1].as_str()))
+            .collect();
+        let hit = self
+            .pairs
+            .iter()
+            .filter(|(a, b)| found.contains(&(a.as_str(), b.as_str())))
+            .count();
+        hit as f64 / self.pairs.len() as f64
+    }
+}
+
+fn term_set(text: &str) -> HashSet<String> {
+    trawl_index::analyzer::terms(text).into_iter().collect()
+}
+
+/// A candidate's place and its score in one arm's ranking (best first).
+pub type ArmHits<K> = HashMap<K, (usize, f64)>;
+
+/// The features of `pool` (the fused ranking, best first; `key` and `doc` read each one).
+/// `vector` and `lexical` are the arms' rankings; `lexical_top` the best lexical score and
+/// `vector_floor` the lowest similarity the vector arm returned.
+pub struct Arms<K> {
+    pub vector: ArmHits<K>,
+    pub lexical: ArmHits<K>,
+    pub vector_floor: f64,
+    pub lexical_top: f64,
+}
+
+pub fn features<'a, K: std::hash::Hash + Eq + Copy>(
+    q: &Question,
+    arms: &Arms<K>,
+    pool: &[(K, f64)],
+    doc: impl Fn(K) -> &'a DocRow,
+) -> Vec<Features> {
+    let top = pool.first().map_or(1.0, |c| c.1).max(f64::MIN_POSITIVE);
+    let repos: Vec<&str> = pool
+        .iter()
+        .take(SHARE_TOP)
+        .map(|c| doc(c.0).repo_id.as_str())
+        .collect();
+    let files: Vec<(&str, &str)> = pool
+        .iter()
+        .take(SHARE_TOP)
+        .map(|c| (doc(c.0).repo_id.as_str(), doc(c.0).path.as_str()))
+        .collect();
+    pool.iter()
+        .enumerate()
+        .map(|(i, &(key, score))| {
+            let d = doc(key);
+            let (vrrf, vsim) = arms.vector.get(&key).map_or((0.0, 0.0), |&(r, s)| {
+                (1.0 / (RANK_K + r as f64 + 1.0), s - arms.vector_floor)
+            });
+            let (lrrf, lshare) = arms.lexical.get(&key).map_or((0.0, 0.0), |&(r, s)| {
+                (
+                    1.0 / (RANK_K + r as f64 + 1.0),
+                    s / arms.lexical_top.max(f64::MIN_POSITIVE),
+                )
+            });
+            let name = format!(
+                "{} {} {} {}",
+                d.symbol.as_deref().unwrap_or(""),
+                d.qualified_name.as_deref().unwrap_or(""),
+                d.path,
+                d.header
+            );
+            let name_terms = term_set(&name);
+            let mut all = term_set(&d.text);
+            let lead: String = d
+                .text
+                .lines()
+                .take(LEAD_LINES)
+                .collect::<Vec<_>>()
+                .join("\n");
+            let lead_terms = term_set(&lead);
+            all.extend(name_terms.iter().cloned());
+            let role = rank::chunk_role(d);
+            let lines = f64::from(d.end_line.saturating_sub(d.start_line) + 1);
+            let repo = d.repo_id.as_str();
+            let file = (repo, d.path.as_str());
+            let flag = |b: bool| if b { 1.0 } else { 0.0 };
+            let k = d.kind;
+            [
+                score / top,
+                1.0 / (i as f64 + 1.0),
+                vrrf,
+                vsim,
+                lrrf,
+                lshare,
+                q.coverage(&all),
+                q.coverage(&name_terms),
+                q.coverage(&lead_terms),
+                q.pair_coverage(&d.text),
+                flag(role == Role::Docs),
+                flag(matches!(role, Role::Test | Role::Example)),
+                flag(role == Role::History),
+                lines.ln(),
+                repos.iter().filter(|r| **r == repo).count() as f64 / SHARE_TOP as f64,
+                files.iter().filter(|f| **f == file).count() as f64 / SHARE_TOP as f64,
+                flag(matches!(k, ChunkKind::Function | ChunkKind::Method)),
+                flag(k.is_container()),
+                flag(rank::is_wide(k)),
+                flag(k == ChunkKind::Code),
+                flag(matches!(
+                    k,
+                    ChunkKind::Section | ChunkKind::Text | ChunkKind::Window
+                )),
+            ]
+        })
+        .collect()
+}
+
+/// The learned score of one candidate.
+pub fn score(f: &Features, w: &Features) -> f64 {
+    f.iter().zip(w).map(|(a, b)| a * b).sum()
+}
+
+/// The order of `feats` by learned score, best first (ties keep their fused order).
+pub fn order(feats: &[Features], w: &RankerWeights) -> Vec<usize> {
+    let w = w.to_array();
+    let s: Vec<f64> = feats.iter().map(|f| score(f, &w)).collect();
+    let mut idx: Vec<usize> = (0..feats.len()).collect();
+    idx.sort_by(|&a, &b| s[b].total_cmp(&s[a]).then(a.cmp(&b)));
+    idx
+}
+
+/// One question's candidates for fitting: features and whether each answers it.
+pub type Sample = Vec<(Features, bool)>;
+
+/// Fits weights to `samples`: a pairwise logistic regression (every hit of a question
+/// against every miss of it) on standardised features, by gradient descent with an L2
+/// penalty `l2`, returned on the features' own scale. Questions with no hit, or no miss,
+/// teach nothing and are skipped.
+pub fn fit(samples: &[Sample], l2: f64) -> RankerWeights {
+    let rows: Vec<&Features> = samples.iter().flatten().map(|(f, _)| f).collect();
+    let mut mean = [0.0; N];
+    let mut sd = [0.0; N];
+    if rows.is_empty() {
+        return RankerWeights::default();
+    }
+    for f in &rows {
+        for (m, x) in mean.iter_mut().zip(f.iter()) {
+            *m += x / rows.len() as f64;
+        }
+    }
+    for f in &rows {
+        for ((s, x), m) in sd.iter_mut().zip(f.iter()).zip(&mean) {
+            *s += (x - m).powi(2) / rows.len() as f64;
+        }
+    }
+    for s in &mut sd {
+        *s = s.sqrt().max(1e-9);
+    }
+    let z = |f: &Features| -> Features {
+        let mut out = [0.0; N];
+        for (i, o) in out.iter_mut().enumerate() {
+            *o = (f[i] - mean[i]) / sd[i];
+        }
+        out
+    };
+    let mut pairs: Vec<Features> = Vec::new();
+    for s in samples {
+        for (p, _) in s.iter().filter(|c| c.1) {
+            for (n, _) in s.iter().filter(|c| !c.1) {
+                let (zp, zn) = (z(p), z(n));
+                let mut d = [0.0; N];
+                for (i, o) in d.iter_mut().enumerate() {
+                    *o = zp[i] - zn[i];
+                }
+                pairs.push(d);
+            }
+        }
+    }
+    if pairs.is_empty() {
+        return RankerWeights::default();
+    }
+    let mut w = [0.0; N];
+    let rate = 0.1;
+    for _ in 0..FIT_EPOCHS {
+        let mut grad = [0.0; N];
+        for d in &pairs {
+            let s: f64 = d.iter().zip(&w).map(|(a, b)| a * b).sum();
+            // d/dw of ln(1 + e^-s) = -d / (1 + e^s)
+            let g = 1.0 / (1.0 + s.exp());
+            for (gi, di) in grad.iter_mut().zip(d) {
+                *gi -= di * g / pairs.len() as f64;
+            }
+        }
+        for (wi, gi) in w.iter_mut().zip(grad) {
+            *wi -= rate * (gi + l2 * *wi);
+        }
+    }
+    let mut raw = [0.0; N];
+    for (i, r) in raw.iter_mut().enumerate() {
+        *r = w[i] / sd[i];
+    }
+    RankerWeights::from_array(raw)
+}
+
+/// Passes of gradient descent in [`fit`].
+const FIT_EPOCHS: usize = 400;
+
+/// MRR@10 of `samples` ranked by `w` (`None`: in their fused order).
+pub fn mrr(samples: &[Sample], w: Option<&RankerWeights>) -> f64 {
+    if samples.is_empty() {
+        return 0.0;
+    }
+    let total: f64 = samples
+        .iter()
+        .map(|s| {
+            let feats: Vec<Features> = s.iter().map(|c| c.0).collect();
+            let idx = match w {
+                Some(w) => order(&feats, w),
+                None => (0..s.len()).collect(),
+            };
+            idx.iter()
+                .take(10)
+                .position(|&i| s[i].1)
+                .map_or(0.0, |p| 1.0 / (p as f64 + 1.0))
+        })
+        .sum();
+    total / samples.len() as f64
+}
+
+/// Mean MRR@10 of each fold's questions ranked by weights fitted on the other folds, and of
+/// the same questions in fused order: whether the fit generalises, on the tuning split alone.
+pub fn cross_validate(samples: &[Sample], folds: usize, l2: f64) -> (f64, f64) {
+    let folds = folds.clamp(2, samples.len().max(2));
+    let (mut learned, mut fused, mut n) = (0.0, 0.0, 0usize);
+    for k in 0..folds {
+        let held: Vec<Sample> = samples.iter().skip(k).step_by(folds).cloned().collect();
+        let train: Vec<Sample> = samples
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| i % folds != k)
+            .map(|(_, s)| s.clone())
+            .collect();
+        if held.is_empty() {
+            continue;
+        }
+        let w = fit(&train, l2);
+        learned += mrr(&held, Some(&w)) * held.len() as f64;
+        fused += mrr(&held, None) * held.len() as f64;
+        n += held.len();
+    }
+    let n = n.max(1) as f64;
+    (learned / n, fused / n)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn with(i: usize, x: f64) -> Features {
+        let mut f = [0.0; N];
+        f[i] = x;
+        f
+    }
+
+    #[test]
+    fn the_fit_learns_which_feature_marks_the_answers() {
+        // The answer is never first in fused order but always covers the question best.
+        let cov = RankerWeights::NAMES
+            .iter()
+            .position(|n| *n == "coverage")
+            .unwrap();
+        let samples: Vec<Sample> = (0..20u8)
+            .map(|q| {
+                (0..8u8)
+                    .map(|c| {
+                        let x = f64::from(c);
+                        let mut f = with(cov, if c == 3 { 0.9 } else { 0.1 * f64::from(c % 4) });
+                        f[1] = 1.0 / (x + 1.0);
+                        f[0] = 1.0 - 0.1 * x + 0.01 * f64::from(q % 3);
+                        (f, c == 3)
+                    })
+                    .collect()
+            })
+            .collect();
+        assert!((mrr(&samples, None) - 0.25).abs() < 1e-9);
+        let w = fit(&samples, 0.01);
+        assert!(w.coverage > 0.0, "{w:?}");
+        assert!((mrr(&samples, Some(&w)) - 1.0).abs() < 1e-9);
+        let (learned, fused) = cross_validate(&samples, 4, 0.01);
+        assert!(learned > fused, "{learned} vs {fused}");
+    }
+
+    #[test]
+    fn rare_words_weigh_more_than_common_ones() {
+        // "retry" is in 2 of 1,000 docs, "the" in all of them.
+        let q = Question::new("the retry", 1000, |t| if t == "retry" { 2 } else { 1000 });
+        let with_rare = term_set("fn retry() {}");
+        let with_common = term_set("the end");
+        assert!(q.coverage(&with_rare) > 0.9);
+        assert!(q.coverage(&with_common) < 0.1);
+        // Another inflection of a word counts as the word.
+        let q = Question::new("retries", 1000, |_| 2);
+        assert!(q.coverage(&term_set("fn retry()")) > 0.9);
+    }
+
+    #[test]
+    fn pairs_count_only_side_by_side() {
+        let q = Question::new("parse the flags", 10, |_| 1);
+        assert!(q.pair_coverage("we parse the flags here") > 0.99);
+        assert!(q.pair_coverage("flags the parse") < 0.01);
+    }
+}
