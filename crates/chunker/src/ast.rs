@@ -758,7 +758,7 @@ impl<'s> Walker<'s> {
             || node.kind().ends_with("_statement") && node.kind().starts_with("compound")
             || node.kind() == "body_statement";
         if is_body || node != def && node.parent() == Some(def) {
-            out.extend(node.named_children(&mut c));
+            out.extend(statements(node));
             return out;
         }
         let mut after_block = false;
@@ -771,8 +771,7 @@ impl<'s> Walker<'s> {
                 || k == "body_statement"
                 || node.child_by_field_name("body") == Some(child);
             if blockish {
-                let mut cc = child.walk();
-                out.extend(child.named_children(&mut cc));
+                out.extend(statements(child));
                 after_block = true;
             } else if after_block {
                 out.push(child);
@@ -1142,6 +1141,23 @@ fn js_naming(target: &str, own: Option<&str>, kind: Kind) -> (Option<String>, St
 
 /// `Foo::bar` → (`Foo`, `bar`, `::`); Lua's `M:update` and `M.new` likewise; `None` unless
 /// both sides are names.
+/// The statements of a block: its named children, with a statement list (Go's block holds
+/// its statements in one `statement_list` node) opened into its own, so that a long body is
+/// cut between statements, not at line ends.
+fn statements(block: Node<'_>) -> Vec<Node<'_>> {
+    let mut out = Vec::new();
+    let mut c = block.walk();
+    for child in block.named_children(&mut c) {
+        if child.kind() == "statement_list" {
+            let mut cc = child.walk();
+            out.extend(child.named_children(&mut cc));
+        } else {
+            out.push(child);
+        }
+    }
+    out
+}
+
 fn split_qualified(name: &str) -> Option<(&str, &str, &'static str)> {
     let (i, sep) = ["::", ":", "."]
         .into_iter()

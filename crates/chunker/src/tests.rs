@@ -98,6 +98,45 @@ fn unknown_languages_fall_back_to_paragraphs_with_a_reason() {
 }
 
 #[test]
+fn a_long_go_function_is_cut_between_statements_with_its_signature_in_the_first_part() {
+    // Go's grammar holds a block's statements in one `statement_list` node: cut at that
+    // node's start, the first part was the comment and signature alone and the rest was cut
+    // at line ends.
+    let body: String = (0..120)
+        .map(|i| format!("\tif n > {i} {{\n\t\tfmt.Fprintf(w, \"step {i} of %s\", name)\n\t}}\n"))
+        .collect();
+    let src = format!(
+        "package main\n\n// run writes every step.\nfunc run(w io.Writer, n int) error {{\n{body}\treturn nil\n}}\n"
+    );
+    let c = run("go", &src, &Options::default());
+    let parts: Vec<&crate::Piece> = c
+        .pieces
+        .iter()
+        .filter(|p| p.symbol.as_deref() == Some("run"))
+        .collect();
+    assert!(parts.len() > 1, "{parts:?}");
+    let first = &parts[0].text;
+    assert!(
+        first.starts_with("// run writes every step.\nfunc run(") && first.contains("step 0 of"),
+        "the first part holds the comment, the signature and the first statements: {first}"
+    );
+    for p in &parts {
+        let t = p.text.trim_end();
+        assert!(
+            t.ends_with('}') || t.ends_with("return nil"),
+            "each part ends where a statement does: {t}"
+        );
+    }
+    for p in &parts[..parts.len() - 1] {
+        assert!(
+            p.text.len() > Options::default().ceiling / 2,
+            "parts are packed, not cut line by line: {}",
+            p.text.len()
+        );
+    }
+}
+
+#[test]
 fn the_windows_baseline_is_windows() {
     let src = "a".repeat(2500);
     let c = chunk(
