@@ -329,11 +329,12 @@ pub struct EvalArgs {
     /// `--split tune`) instead of scoring them: prints the pool's MRR@10 in fused and in
     /// learned order, cross-validated over five folds of the questions, and the fitted
     /// weights as a `[query.ranker]` table to put in the configuration.
-    #[arg(long)]
+    #[arg(long, conflicts_with_all = ["baseline", "ablate", "json", "missed", "label", "mode", "depth"])]
     train_ranker: bool,
 
-    /// The L2 penalty of `--train-ranker`'s fit (larger: weights nearer zero).
-    #[arg(long, default_value_t = 0.01)]
+    /// The L2 penalty of `--train-ranker`'s fit (larger: weights nearer zero; the default
+    /// weights were fitted with 0.1).
+    #[arg(long, default_value_t = 0.1, requires = "train_ranker")]
     ranker_l2: f64,
 }
 
