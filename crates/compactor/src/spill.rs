@@ -52,6 +52,9 @@ use crate::live::{self, DefinitionLines};
 pub struct Spilled {
     /// Removed when the set is dropped.
     dir: tempfile::TempDir,
+    /// Held locked while the set lives: a directory whose lock is free was left by a
+    /// compactor that died ([`reap_stale`]).
+    _lock: File,
     /// The repositories' last fetch runs.
     pub runs: Vec<RunId>,
     pub repos: usize,
@@ -64,6 +67,85 @@ pub struct Spilled {
     /// Content-hash buckets.
     buckets: usize,
     dtype: Dtype,
+}
+
+/// The name every spill directory starts with.
+const SPILL_PREFIX: &str = "trawl-live-";
+/// The lock file inside a spill directory.
+const LOCK_FILE: &str = "lock";
+/// How old a spill directory without a lock file must be to count as left behind (one that
+/// young may be being created).
+const UNLOCKED_GRACE: std::time::Duration = std::time::Duration::from_secs(3600);
+
+/// Creates and locks `dir`'s lock file, held for as long as the returned file is open.
+fn hold_lock(dir: &Path) -> Result<File, CompactError> {
+    let f = File::create(dir.join(LOCK_FILE)).map_err(io("creating the spill lock"))?;
+    f.try_lock()
+        .map_err(|e| CompactError::Io(format!("locking {}: {e}", dir.display())))?;
+    Ok(f)
+}
+
+/// Removes the spill directories under `parent` that a compactor killed mid-build left
+/// (their lock is free; one from before locks, when an hour old), so that a crash does not
+/// leave gigabytes behind in the temporary directory for good. Returns the bytes removed.
+/// A directory another compactor is using is never touched, and nothing here fails a build:
+/// what cannot be removed is logged.
+pub fn reap_stale(parent: &Path) -> u64 {
+    let Ok(entries) = std::fs::read_dir(parent) else {
+        return 0;
+    };
+    let mut freed = 0;
+    for e in entries.flatten() {
+        let name = e.file_name();
+        let dir = e.path();
+        if !name.to_string_lossy().starts_with(SPILL_PREFIX)
+            || !e.file_type().is_ok_and(|t| t.is_dir())
+        {
+            continue;
+        }
+        let stale = match File::open(dir.join(LOCK_FILE)) {
+            // Free: its holder is gone (the lock dies with the process that held it).
+            Ok(f) => f.try_lock().is_ok(),
+            Err(_) => e
+                .metadata()
+                .and_then(|m| m.modified())
+                .is_ok_and(|t| t.elapsed().is_ok_and(|age| age > UNLOCKED_GRACE)),
+        };
+        if !stale {
+            continue;
+        }
+        let bytes = dir_bytes(&dir);
+        match std::fs::remove_dir_all(&dir) {
+            Ok(()) => {
+                freed += bytes;
+                tracing::info!(
+                    dir = %dir.display(),
+                    bytes,
+                    "removed the spilled live set of a compactor that did not finish"
+                );
+            }
+            Err(err) => tracing::warn!(
+                dir = %dir.display(),
+                error = %err,
+                "cannot remove the spilled live set a compactor left: remove it by hand"
+            ),
+        }
+    }
+    freed
+}
+
+fn dir_bytes(dir: &Path) -> u64 {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return 0;
+    };
+    entries
+        .flatten()
+        .map(|e| match e.file_type() {
+            Ok(t) if t.is_dir() => dir_bytes(&e.path()),
+            Ok(_) => e.metadata().map_or(0, |m| m.len()),
+            Err(_) => 0,
+        })
+        .sum()
 }
 
 fn io(what: &str) -> impl FnOnce(std::io::Error) -> CompactError + '_ {
@@ -263,10 +345,13 @@ pub async fn spill_live_set(
     space: Option<&Space>,
     memory: usize,
 ) -> Result<Spilled, CompactError> {
+    let parent = std::env::temp_dir();
+    reap_stale(&parent);
     let dir = tempfile::Builder::new()
-        .prefix("trawl-live-")
-        .tempdir()
+        .prefix(SPILL_PREFIX)
+        .tempdir_in(&parent)
         .map_err(io("creating a directory for the spilled live set"))?;
+    let lock = hold_lock(dir.path())?;
     let mut states = live::listed_states(store).await?;
     states.sort_by(|a, b| a.repo.cmp(&b.repo));
     let mut runs: Vec<RunId> = states.iter().map(|s| s.last_run.clone()).collect();
@@ -290,6 +375,7 @@ pub async fn spill_live_set(
         buckets,
         dtype: space.map_or(Dtype::Float, |s| s.dtype),
         dir,
+        _lock: lock,
     };
     let mut docs = Router::create(spilled.dir.path(), "docs", buckets, false)?;
     let table_file = File::create(spilled.table_path()).map_err(io("creating the chunks table"))?;
@@ -661,6 +747,48 @@ fn read_shard(path: &Path, dtype: Dtype) -> Result<Vec<LiveDoc>, CompactError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A compactor killed mid-build leaves its spilled live set (gigabytes at scale) in the
+    /// temporary directory; the next one removes it, and never one still in use.
+    #[test]
+    fn spill_directories_of_dead_compactors_are_removed_and_live_ones_kept() {
+        let parent = tempfile::tempdir().unwrap();
+        let make = |name: &str| {
+            let d = parent.path().join(name);
+            std::fs::create_dir_all(d.join("shards-x")).unwrap();
+            std::fs::write(d.join("shards-x/shard-0.arrow"), vec![7u8; 4096]).unwrap();
+            std::fs::write(d.join("docs-0.arrow"), vec![7u8; 1000]).unwrap();
+            d
+        };
+        let live = make("trawl-live-live");
+        let held = hold_lock(&live).unwrap();
+        let dead = make("trawl-live-dead");
+        drop(hold_lock(&dead).unwrap());
+        let young = make("trawl-live-young");
+        let old = make("trawl-live-old");
+        let hour_ago = std::time::SystemTime::now() - UNLOCKED_GRACE * 2;
+        File::open(&old).unwrap().set_modified(hour_ago).unwrap();
+        let other = make("someone-else");
+        drop(hold_lock(&other).unwrap());
+
+        let freed = reap_stale(parent.path());
+        assert!(!dead.exists(), "a directory whose lock is free is removed");
+        assert!(
+            !old.exists(),
+            "an unlocked directory an hour old is removed"
+        );
+        assert!(live.exists(), "a directory another compactor holds is kept");
+        assert!(young.exists(), "a directory being created is kept");
+        assert!(
+            other.exists(),
+            "what is not a spill directory is not touched"
+        );
+        assert_eq!(freed, 2 * (4096 + 1000));
+        // The one held is freed once its holder is gone.
+        drop(held);
+        reap_stale(parent.path());
+        assert!(!live.exists());
+    }
 
     /// However many files a router writes to, it buffers at most its budget of rows, and
     /// every row reaches its file, in order.
