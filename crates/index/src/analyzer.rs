@@ -108,8 +108,19 @@ impl Tokenizer for CodeTokenizer {
 /// The words of `text` one per position, in order: for a split identifier its parts, not the
 /// whole (`parseHTTPResponse now` → parse, http, response, now). Phrases are made of these.
 pub fn word_sequence(text: &str) -> Vec<String> {
+    words_of(analyze(text))
+}
+
+/// [`terms`] and [`word_sequence`] of `text` from one analysis.
+pub fn terms_and_words(text: &str) -> (Vec<String>, Vec<String>) {
+    let tokens = analyze(text);
+    let terms = tokens.iter().map(|t| t.text.clone()).collect();
+    (terms, words_of(tokens))
+}
+
+fn words_of(tokens: Vec<Token>) -> Vec<String> {
     let mut out: Vec<(usize, String)> = Vec::new();
-    for t in analyze(text) {
+    for t in tokens {
         match out.last_mut() {
             Some((p, w)) if *p == t.position => *w = t.text,
             _ => out.push((t.position, t.text)),
@@ -215,6 +226,12 @@ pub fn terms(text: &str) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn one_analysis_gives_both_terms_and_words() {
+        let text = "parseHTTPResponse now, retry_count += 1";
+        assert_eq!(terms_and_words(text), (terms(text), word_sequence(text)));
+    }
 
     #[test]
     fn identifiers_split_in_every_convention_and_keep_the_whole() {

@@ -74,11 +74,12 @@ impl Question {
         hit / total
     }
 
-    fn pair_coverage(&self, text: &str) -> f64 {
+    /// The share of the question's adjacent word pairs found side by side in `words` (a
+    /// text's [`trawl_index::analyzer::word_sequence`]).
+    fn pair_coverage(&self, words: &[String]) -> f64 {
         if self.pairs.is_empty() {
             return 0.0;
         }
-        let words = trawl_index::analyzer::word_sequence(text);
         let found: HashSet<(&str, &str)> = words
             .windows(2)
             .map(|w| (w[0].as_str(), w[1].as_str()))
@@ -147,7 +148,9 @@ pub fn features<'a, K: std::hash::Hash + Eq + Copy>(
                 d.header
             );
             let name_terms = term_set(&name);
-            let mut all = term_set(&d.text);
+            // One analysis of the text gives its terms and its word sequence.
+            let (terms, words) = trawl_index::analyzer::terms_and_words(&d.text);
+            let mut all: HashSet<String> = terms.into_iter().collect();
             let lead: String = d
                 .text
                 .lines()
@@ -172,7 +175,7 @@ pub fn features<'a, K: std::hash::Hash + Eq + Copy>(
                 q.coverage(&all),
                 q.coverage(&name_terms),
                 q.coverage(&lead_terms),
-                q.pair_coverage(&d.text),
+                q.pair_coverage(&words),
                 flag(role == Role::Docs),
                 flag(matches!(role, Role::Test | Role::Example)),
                 flag(role == Role::History),
@@ -383,7 +386,8 @@ mod tests {
     #[test]
     fn pairs_count_only_side_by_side() {
         let q = Question::new("parse the flags", 10, |_| 1);
-        assert!(q.pair_coverage("we parse the flags here") > 0.99);
-        assert!(q.pair_coverage("flags the parse") < 0.01);
+        let words = trawl_index::analyzer::word_sequence;
+        assert!(q.pair_coverage(&words("we parse the flags here")) > 0.99);
+        assert!(q.pair_coverage(&words("flags the parse")) < 0.01);
     }
 }
