@@ -82,8 +82,9 @@ enum Command {
     /// `trawl query`).
     #[command(visible_alias = "query")]
     Serve(search::ServeArgs),
-    /// Measure retrieval on a query set: Recall@1/5/10 and MRR@10, overall, per kind, per
-    /// repository.
+    /// Measure retrieval on a query set: Recall@1/5/10 (the share of each query's targets
+    /// found), Hit@1/10 (the share of queries with a target found) and MRR@10, overall, per
+    /// kind, per repository.
     Eval(search::EvalArgs),
     /// The dead-letter topic: list what no stage could process, replay it once fixed.
     #[command(subcommand)]

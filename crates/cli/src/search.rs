@@ -525,11 +525,11 @@ pub async fn eval(cfg: &Config, args: EvalArgs) -> anyhow::Result<ExitCode> {
         let kinds: std::collections::BTreeSet<&str> = qs.iter().map(|q| q.kind.as_str()).collect();
         let title = split.as_deref().unwrap_or("all");
         out.push_str(&format!("\nsplit: {title} ({} queries)\n\n", qs.len()));
-        out.push_str("| run | R@1 | R@5 | R@10 | MRR@10 | mean span |");
+        out.push_str("| run | R@1 | R@5 | R@10 | Hit@1 | Hit@10 | MRR@10 | mean span |");
         for k in &kinds {
             out.push_str(&format!(" {k} MRR |"));
         }
-        out.push_str("\n|---|---:|---:|---:|---:|---:|");
+        out.push_str("\n|---|---:|---:|---:|---:|---:|---:|---:|");
         out.push_str(&"---:|".repeat(kinds.len()));
         out.push('\n');
         for run in &runs {
@@ -538,8 +538,15 @@ pub async fn eval(cfg: &Config, args: EvalArgs) -> anyhow::Result<ExitCode> {
             let r = eval::score(&qs, &results);
             let s = &r.overall;
             out.push_str(&format!(
-                "| {} | {:.3} | {:.3} | {:.3} | {:.3} | {:.1} |",
-                run.name, s.recall_1, s.recall_5, s.recall_10, s.mrr_10, s.mean_span
+                "| {} | {:.3} | {:.3} | {:.3} | {:.3} | {:.3} | {:.3} | {:.1} |",
+                run.name,
+                s.recall_1,
+                s.recall_5,
+                s.recall_10,
+                s.hit_1,
+                s.hit_10,
+                s.mrr_10,
+                s.mean_span
             ));
             for k in &kinds {
                 out.push_str(&format!(" {:.3} |", r.by_kind[*k].mrr_10));

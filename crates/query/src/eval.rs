@@ -190,6 +190,11 @@ pub struct Scores {
     pub recall_1: f64,
     pub recall_5: f64,
     pub recall_10: f64,
+    /// The share of queries with a target hit by the first result (Recall@1 counts the share
+    /// of each query's targets, so a query with two targets adds at most a half to it).
+    pub hit_1: f64,
+    /// The share of queries with a target hit in the top 10.
+    pub hit_10: f64,
     pub mrr_10: f64,
     /// Mean lines a returned result spans (over the top 10 of every query): what a reader
     /// has to read for one citation.
@@ -200,17 +205,23 @@ pub struct Scores {
 struct Sum {
     n: usize,
     r: [f64; 3],
+    hit: [usize; 2],
     mrr: f64,
     span_lines: u64,
     spans: u64,
 }
 
 impl Sum {
-    fn add(&mut self, r: [f64; 3], mrr: f64, hits: &[Hit]) {
+    /// One query: its recalls, the rank of its first hit, its results.
+    fn add(&mut self, r: [f64; 3], rank: Option<usize>, hits: &[Hit]) {
         self.n += 1;
         for (a, b) in self.r.iter_mut().zip(r) {
             *a += b;
         }
+        for (h, k) in self.hit.iter_mut().zip([1, 10]) {
+            *h += usize::from(rank.is_some_and(|r| r <= k));
+        }
+        let mrr = rank.filter(|&r| r <= 10).map_or(0.0, |r| 1.0 / r as f64);
         self.mrr += mrr;
         for h in hits.iter().take(10) {
             self.span_lines += u64::from(h.chunk.end_line.saturating_sub(h.chunk.start_line) + 1);
@@ -224,6 +235,8 @@ impl Sum {
             recall_1: self.r[0] / n,
             recall_5: self.r[1] / n,
             recall_10: self.r[2] / n,
+            hit_1: self.hit[0] as f64 / n,
+            hit_10: self.hit[1] as f64 / n,
             mrr_10: self.mrr / n,
             mean_span: self.span_lines as f64 / self.spans.max(1) as f64,
         }
@@ -265,17 +278,15 @@ pub fn score(queries: &[EvalQuery], results: &[Vec<Hit>]) -> Report {
             .position(|h| q.targets.iter().any(|t| hits(h, t)))
             .map(|p| p + 1);
         ranks.insert(q.id.clone(), rank);
-        let first = rank.filter(|&r| r <= 10);
-        let mrr = first.map_or(0.0, |r| 1.0 / r as f64);
-        if first.is_none() {
+        if rank.is_none_or(|r| r > 10) {
             missed.push(q.id.clone());
         }
-        all.add(r, mrr, hits_);
-        kinds.entry(q.kind.clone()).or_default().add(r, mrr, hits_);
+        all.add(r, rank, hits_);
+        kinds.entry(q.kind.clone()).or_default().add(r, rank, hits_);
         repos
             .entry(q.targets[0].repo.clone())
             .or_default()
-            .add(r, mrr, hits_);
+            .add(r, rank, hits_);
     }
     Report {
         overall: all.scores(),
@@ -418,6 +429,10 @@ mod tests {
         assert!((r.overall.recall_1 - (1.0 + 0.0 + 0.0 + 0.5) / 4.0).abs() < 1e-9);
         assert!((r.overall.recall_5 - (1.0 + 1.0 + 0.0 + 0.5) / 4.0).abs() < 1e-9);
         assert!((r.overall.mrr_10 - (1.0 + 1.0 / 3.0 + 0.0 + 1.0) / 4.0).abs() < 1e-9);
+        // Hit@k counts queries, not targets: the query with two targets, one found first,
+        // counts whole.
+        assert!((r.overall.hit_1 - 2.0 / 4.0).abs() < 1e-9);
+        assert!((r.overall.hit_10 - 3.0 / 4.0).abs() < 1e-9);
         assert!((r.by_kind["symbol"].recall_1 - 1.0).abs() < 1e-9);
         // 1 + 3 + 12 + 1 results of 5 lines each, the third query's cut at 10.
         assert!((r.overall.mean_span - 5.0).abs() < 1e-9);
