@@ -522,16 +522,21 @@ pub const MAX_MEMBER_MATCHES: usize = 3;
 /// The definitions of a member name that `owner` (as the query wrote it: `app` in
 /// `app.callback`) may stand for, when there are too many to boost them all: those whose
 /// owner in the qualified name, or whose file's name, `owner` abbreviates (`app` →
-/// `Application`, `ctx` → `context.js`, `cmd` → `Command`). Few enough are kept as they are.
+/// `Application`, `ctx` → `context.js`, `cmd` → `Command`). Through a receiver (`self`,
+/// `this`, one or two letters) few enough are kept as they are.
 fn owned_by<'a>(
     owner: &str,
     defs: Vec<rank::Key>,
     doc: impl Fn(rank::Key) -> &'a DocRow,
 ) -> Vec<rank::Key> {
-    if defs.len() <= MAX_MEMBER_MATCHES {
+    let owner = owner.rsplit('.').next().unwrap_or(owner);
+    // A receiver (`self.run`, `this.emit`, Go's `c.Execute`) names no owner: the few
+    // definitions of its member stand. A word that names one (`hooks.init`) picks among
+    // them, and picks none when none is its.
+    let receiver = owner.len() <= 2 || matches!(owner, "self" | "this" | "cls" | "super");
+    if receiver && defs.len() <= MAX_MEMBER_MATCHES {
         return defs;
     }
-    let owner = owner.rsplit('.').next().unwrap_or(owner);
     defs.into_iter()
         .filter(|&k| {
             let d = doc(k);
@@ -1234,7 +1239,14 @@ mod tests {
         assert_eq!(owned_by("ctx", keys.clone(), doc), vec![(0, 4)]);
         // Nothing it abbreviates: none of the many is boosted.
         assert!(owned_by("zz", keys.clone(), doc).is_empty());
-        // Few definitions: kept whatever the owner.
+        // Few definitions: through a receiver, kept whatever their owner; through a word
+        // that is none of their owners (`hooks.init` against `Builder.init`), none.
         assert_eq!(owned_by("zz", keys[..2].to_vec(), doc), keys[..2].to_vec());
+        assert_eq!(
+            owned_by("self", keys[..2].to_vec(), doc),
+            keys[..2].to_vec()
+        );
+        assert!(owned_by("hooks", keys[..2].to_vec(), doc).is_empty());
+        assert_eq!(owned_by("app", keys[..2].to_vec(), doc), vec![(0, 1)]);
     }
 }
