@@ -72,11 +72,11 @@ pub fn header(src: &Source, p: &Piece) -> String {
             imports.truncate(crate::text::floor_boundary(&imports, 400));
             imports.push('…');
         }
-        h.push_str("imports: ");
+        h.push_str(trawl_core::records::IMPORTS_LINE);
         h.push_str(&imports);
         h.push('\n');
     }
-    h.push_str("language: ");
+    h.push_str(trawl_core::records::LANGUAGE_LINE);
     h.push_str(src.language);
     h
 }

@@ -259,6 +259,37 @@ pub struct ChunkRecord {
     pub chunker_version: String,
 }
 
+/// The line of a chunk's header that lists its file's imports.
+pub const IMPORTS_LINE: &str = "imports: ";
+/// The line every chunk header ends with.
+pub const LANGUAGE_LINE: &str = "language: ";
+
+/// `indexed` (a chunk's [`ChunkRecord::indexed_text`]) without its header's imports line: for
+/// a small embedding model, a file's imports (up to 400 characters, the same for every chunk
+/// of the file) take its window and pull every chunk of the file toward one vector. Only a
+/// line of the header is removed (the lines before its `language: ` line); any other text,
+/// a query or a sentence, is returned as it is.
+pub fn without_imports(indexed: &str) -> std::borrow::Cow<'_, str> {
+    let mut at = 0;
+    let mut imports = None;
+    for (i, line) in indexed.split_inclusive('\n').enumerate().take(5) {
+        if line.starts_with(LANGUAGE_LINE) {
+            if let Some((a, b)) = imports {
+                let mut out = String::with_capacity(indexed.len());
+                out.push_str(&indexed[..a]);
+                out.push_str(&indexed[b..]);
+                return out.into();
+            }
+            break;
+        }
+        if i > 0 && line.starts_with(IMPORTS_LINE) {
+            imports = Some((at, at + line.len()));
+        }
+        at += line.len();
+    }
+    indexed.into()
+}
+
 impl ChunkRecord {
     /// What the embedding and BM25 see: the generated header, a newline, then the code.
     pub fn indexed_text(&self) -> String {
@@ -709,6 +740,30 @@ fn check_version(what: &'static str, found: u32, known: u32) -> Result<(), Error
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_the_headers_imports_line_is_left_out() {
+        let with = "src/a.py · function f\nimports: import os; import sys\nlanguage: python\ndef f(): pass";
+        assert_eq!(
+            without_imports(with),
+            "src/a.py · function f\nlanguage: python\ndef f(): pass"
+        );
+        let signature =
+            "a.go · function F (part 2/3)\nsignature: func F()\nimports: fmt\nlanguage: go\nx := 1";
+        assert_eq!(
+            without_imports(signature),
+            "a.go · function F (part 2/3)\nsignature: func F()\nlanguage: go\nx := 1"
+        );
+        // No imports line, or text that is no chunk: as it is.
+        for same in [
+            "a.rs · fn f\nlanguage: rust\nfn f() {}",
+            "imports: x\nlanguage: y",
+            "how are imports: resolved?",
+            "a.yml · text\nlanguage: yaml\nimports: kept\n",
+        ] {
+            assert_eq!(without_imports(same), same);
+        }
+    }
     use crate::hash;
 
     fn repo() -> RepoId {

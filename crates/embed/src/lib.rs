@@ -60,6 +60,7 @@ fn reading(cfg: &EmbedConfig) -> local::Reading {
         max_tokens: cfg.local_max_tokens,
         input: cfg.local_input,
         windows: cfg.local_windows,
+        imports: cfg.local_imports,
     }
 }
 

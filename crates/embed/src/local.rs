@@ -270,6 +270,7 @@ pub struct LocalEmbedder {
     max_seq: usize,
     input: LocalInput,
     windows: usize,
+    imports: bool,
     truncated: Arc<AtomicU64>,
     busy: tokio::sync::Mutex<()>,
     pools: Arc<Vec<rayon::ThreadPool>>,
@@ -381,6 +382,7 @@ impl LocalEmbedder {
             max_seq,
             input: reading.input,
             windows: reading.windows.max(1),
+            imports: reading.imports,
             truncated: Arc::default(),
             busy: tokio::sync::Mutex::new(()),
             pools: Arc::new(pools(threads)?),
@@ -414,6 +416,7 @@ impl LocalEmbedder {
             max_seq: self.max_seq,
             input: self.input,
             windows: self.windows,
+            imports: self.imports,
             truncated: self.truncated.clone(),
             busy: tokio::sync::Mutex::new(()),
             pools: Arc::new(pools_niced(self.pools.len(), nice)?),
@@ -492,7 +495,7 @@ fn model_max_seq(dir: &Path) -> Option<usize> {
 }
 
 /// How the local model reads its inputs; each choice is its own vector space.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Reading {
     /// Tokens read of an input (header first); 0: the model's own `max_seq_length`.
     pub max_tokens: usize,
@@ -500,6 +503,21 @@ pub struct Reading {
     pub input: LocalInput,
     /// Windows of `max_tokens` read of a longer input (0 or 1: the first only).
     pub windows: usize,
+    /// Whether a chunk's header is read with its imports line (`embed.local_imports`).
+    pub imports: bool,
+}
+
+impl Default for Reading {
+    /// The configuration's defaults: the model's own length, the text as written, one
+    /// window, the imports read.
+    fn default() -> Self {
+        Self {
+            max_tokens: 0,
+            input: LocalInput::default(),
+            windows: 1,
+            imports: true,
+        }
+    }
 }
 
 /// The vector space of the model in `dir` reading as `reading` says.
@@ -539,6 +557,10 @@ fn space_from(
     suffix.push_str(reading.input.space_suffix());
     if reading.windows > 1 {
         suffix.push_str(&format!("+{}windows", reading.windows));
+    }
+    // Reading the imports keeps the name every index built before the setting existed has.
+    if !reading.imports {
+        suffix.push_str("+noimports");
     }
     Space {
         model: format!("{name}@{fingerprint}{suffix}"),
@@ -679,9 +701,17 @@ impl Embedder for LocalEmbedder {
         let input = self.input;
         let windows = self.windows;
         let prompt = model.prompts.of_kind(kind).to_owned();
+        let bare = kind == InputType::Document && !self.imports;
         let inputs: Vec<String> = inputs
             .iter()
-            .map(|t| format!("{prompt}{}", input.apply(t)))
+            .map(|t| {
+                let t = if bare {
+                    trawl_core::records::without_imports(t)
+                } else {
+                    t.into()
+                };
+                format!("{prompt}{}", input.apply(&t))
+            })
             .collect();
         let pools = self.pools.clone();
         tokio::task::spawn_blocking(move || {
@@ -1118,6 +1148,15 @@ mod tests {
         .unwrap();
         assert_eq!(short.max_seq(), 128);
         assert_eq!(short.space().model, format!("{}/128", own.space().model));
+        let bare = space_of(
+            &dir,
+            Reading {
+                imports: false,
+                ..Reading::default()
+            },
+        )
+        .unwrap();
+        assert_eq!(bare.model, format!("{}+noimports", own.space().model));
         assert_eq!(
             space_of(
                 &dir,
