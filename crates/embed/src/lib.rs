@@ -55,6 +55,21 @@ pub fn space_of(cfg: &EmbedConfig, embedder: Option<EmbedderKind>) -> Result<Spa
     }
 }
 
+/// The vector spaces whose queries the embedder `cfg` names embeds as they were embedded:
+/// its own, and for the local model the same reading with the headers' imports read or not
+/// (`embed.local_imports`), since a query has no header.
+pub fn query_spaces(cfg: &EmbedConfig, embedder: EmbedderKind) -> Result<Vec<Space>, EmbedError> {
+    let mut spaces = vec![space_of(cfg, Some(embedder))?];
+    if embedder == EmbedderKind::Local {
+        let other = local::Reading {
+            imports: !cfg.local_imports,
+            ..reading(cfg)
+        };
+        spaces.push(local::space_of(&model_dir(cfg), other)?);
+    }
+    Ok(spaces)
+}
+
 fn reading(cfg: &EmbedConfig) -> local::Reading {
     local::Reading {
         max_tokens: cfg.local_max_tokens,

@@ -1157,6 +1157,20 @@ mod tests {
         )
         .unwrap();
         assert_eq!(bare.model, format!("{}+noimports", own.space().model));
+        // A query has no header: either reading's index is searched by either setting.
+        for imports in [true, false] {
+            let cfg = trawl_core::config::EmbedConfig {
+                model_dir: dir.clone(),
+                local_imports: imports,
+                ..Default::default()
+            };
+            let spaces =
+                crate::query_spaces(&cfg, trawl_core::config::EmbedderKind::Local).unwrap();
+            assert!(
+                spaces.contains(own.space()) && spaces.contains(&bare),
+                "{spaces:?}"
+            );
+        }
         assert_eq!(
             space_of(
                 &dir,

@@ -382,27 +382,16 @@ impl Searcher {
             .into_iter()
             .filter(|n| *n != self.preferred),
         );
-        // A query has no header: the local model embeds it the same whether or not it reads
-        // a chunk's imports, so an index embedded either way is searched by either setting.
-        let mut configs = vec![self.embed.clone()];
-        configs.push(EmbedConfig {
-            local_imports: !self.embed.local_imports,
-            ..self.embed.clone()
-        });
-        let candidates = names.into_iter().flat_map(|name| {
-            let n = if name == EmbedderKind::Local { 2 } else { 1 };
-            configs[..n].iter().map(move |c| (name, c))
-        });
-        for (name, embed) in candidates {
-            let Ok(s) = trawl_embed::space_of(embed, Some(name)) else {
+        for name in names {
+            let Ok(spaces) = trawl_embed::query_spaces(&self.embed, name) else {
                 continue;
             };
-            if s != *space {
+            if !spaces.contains(space) {
                 continue;
             }
-            match trawl_embed::from_config(embed, Some(name), false) {
+            match trawl_embed::from_config(&self.embed, Some(name), false) {
                 Ok(e) => {
-                    tracing::debug!(embedder = %name, space = %s, "query embedder ready");
+                    tracing::debug!(embedder = %name, space = %space, "query embedder ready");
                     *self
                         .embedder
                         .write()
