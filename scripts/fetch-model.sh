@@ -17,6 +17,9 @@
 # 0.0.2, ~1 GB, pinned by hash; ~2.3 GB of temporary disk), written as a model directory by
 # scripts/gguf_to_model.py (~270 MB) into ${XDG_CACHE_HOME:-~/.cache}/trawl/models/
 # nomic-embed-text-v1.5 (or $1). Use it with `--set embed.model_dir=<that directory>`.
+#
+# The code-tuned variant of the default model (`--set embed.local_model=all-MiniLM-L6-v2-code`)
+# needs nothing more: trawl derives it from the installed base model on first use.
 set -euo pipefail
 
 cache="${XDG_CACHE_HOME:-}"

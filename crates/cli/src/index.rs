@@ -60,11 +60,11 @@ async fn ensure_model(cfg: &Config, embedder: EmbedderKind) -> anyhow::Result<()
     if embedder != EmbedderKind::Local {
         return Ok(());
     }
-    let dir = local::default_model_dir();
+    let dir = trawl_embed::model_dir(&cfg.embed);
     if cfg.embed.model_dir.as_os_str().is_empty() && !local::is_installed(&dir) {
         eprintln!(
             "index: the local embedding model is not installed; downloading all-MiniLM-L6-v2 (84 MB) into {}",
-            dir.display()
+            local::default_model_dir().display()
         );
         let (bar, progress) = download_bar("model");
         let r = local::install(&dir, &progress).await;

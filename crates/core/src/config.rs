@@ -547,6 +547,30 @@ pub enum LocalRuntime {
     Candle,
 }
 
+/// Which model the local embedder runs when `embed.model_dir` is empty: `embed.local_model`.
+/// Both live in trawl's cache and come from the same PyPI wheel.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum LocalModel {
+    /// all-MiniLM-L6-v2 as published.
+    #[default]
+    #[serde(rename = "all-MiniLM-L6-v2")]
+    Base,
+    /// all-MiniLM-L6-v2 with trawl's low-rank delta trained on code (README, "Retrieval
+    /// quality", "A model tuned on code"), derived from the base model on first use.
+    #[serde(rename = "all-MiniLM-L6-v2-code")]
+    Code,
+}
+
+impl LocalModel {
+    /// The model's directory name in the cache, as written in the configuration.
+    pub fn name(self) -> &'static str {
+        match self {
+            LocalModel::Base => "all-MiniLM-L6-v2",
+            LocalModel::Code => "all-MiniLM-L6-v2-code",
+        }
+    }
+}
+
 /// Which embedder: configured as `embed.embedder`, chosen with `--embedder`, written in run
 /// reports, by these names.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -647,6 +671,10 @@ pub struct EmbedConfig {
     /// `tokenizer.json`, `model.safetensors`). Empty: the default all-MiniLM-L6-v2 under the
     /// user cache (`scripts/fetch-model.sh` puts it there).
     pub model_dir: PathBuf,
+    /// The local model when `model_dir` is empty: `all-MiniLM-L6-v2` (the default) or
+    /// `all-MiniLM-L6-v2-code`, the same model with trawl's delta trained on code. Each is
+    /// its own vector space, so changing it re-embeds everything.
+    pub local_model: LocalModel,
     /// Inputs per forward pass of the local model.
     pub local_batch: usize,
     /// The local model reads at most this many tokens of a chunk (header first); 0 = the
@@ -712,6 +740,7 @@ impl Default for EmbedConfig {
             batch_max_poll_ms: 600_000,
             linger_ms: 200,
             model_dir: PathBuf::new(),
+            local_model: LocalModel::Base,
             local_batch: 8,
             local_max_tokens: 0,
             local_input: LocalInput::Text,
@@ -1085,6 +1114,27 @@ mod tests {
         assert!(!Shards::Auto.outgrown(4, 1_000_000, 150_000)); // needs 7
         assert!(Shards::Auto.outgrown(4, 1_200_000, 150_000)); // needs 8
         assert!(!Shards::Fixed(4).outgrown(4, 9_000_000, 150_000));
+    }
+
+    #[test]
+    fn the_local_model_is_named_as_in_the_cache_and_a_wrong_name_is_refused() {
+        let set = |v: &str| {
+            Config::load(
+                None,
+                env(&[("HOME", "/x")]),
+                &[("embed.local_model".into(), v.into())],
+            )
+        };
+        assert_eq!(Config::default().embed.local_model, LocalModel::Base);
+        let c = set("all-MiniLM-L6-v2-code").unwrap();
+        assert_eq!(c.embed.local_model, LocalModel::Code);
+        assert_eq!(c.embed.local_model.name(), "all-MiniLM-L6-v2-code");
+        assert_eq!(
+            set("all-MiniLM-L6-v2").unwrap().embed.local_model.name(),
+            "all-MiniLM-L6-v2"
+        );
+        let e = set("minilm-code").unwrap_err().to_string();
+        assert!(e.contains("local_model"), "{e}");
     }
 
     #[test]

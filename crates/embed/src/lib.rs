@@ -25,6 +25,7 @@ pub mod fake;
 pub mod hash;
 pub mod local;
 pub mod openvino;
+pub mod tuned;
 pub mod voyage;
 
 pub use embedder::{Dtype, EmbedError, Embedder, InputType, Space, Vector};
@@ -32,7 +33,7 @@ pub use embedder::{Dtype, EmbedError, Embedder, InputType, Space, Vector};
 use std::sync::Arc;
 use std::time::Duration;
 
-use trawl_core::config::{EmbedConfig, EmbedderKind, LocalRuntime};
+use trawl_core::config::{EmbedConfig, EmbedderKind, LocalModel, LocalRuntime};
 
 /// The environment variable holding the Voyage key. It is read here and never logged.
 pub const VOYAGE_API_KEY: &str = "VOYAGE_API_KEY";
@@ -55,19 +56,50 @@ pub fn space_of(cfg: &EmbedConfig, embedder: Option<EmbedderKind>) -> Result<Spa
     }
 }
 
-/// The vector spaces whose queries the embedder `cfg` names embeds as they were embedded:
-/// its own, and for the local model the same reading with the headers' imports read or not
-/// (`embed.local_imports`), since a query has no header.
-pub fn query_spaces(cfg: &EmbedConfig, embedder: EmbedderKind) -> Result<Vec<Space>, EmbedError> {
-    let mut spaces = vec![space_of(cfg, Some(embedder))?];
-    if embedder == EmbedderKind::Local {
-        let other = local::Reading {
-            imports: !cfg.local_imports,
-            ..reading(cfg)
-        };
-        spaces.push(local::space_of(&model_dir(cfg), other)?);
+/// The vector spaces whose queries the embedder `cfg` names can embed as they were embedded,
+/// each with the configuration that does it:
+/// - its own space;
+/// - for the local model, the same reading with the headers' imports read or not
+///   (`embed.local_imports`): a query has no header, so the same configuration serves both;
+/// - for a local model chosen by `embed.local_model`, the other one's spaces where it is
+///   installed (all-MiniLM-L6-v2 as published, or with trawl's delta trained on code,
+///   [`tuned`]), each embedding its own queries.
+pub fn query_embedders(
+    cfg: &EmbedConfig,
+    embedder: EmbedderKind,
+) -> Result<Vec<(Space, EmbedConfig)>, EmbedError> {
+    let mut out = vec![(space_of(cfg, Some(embedder))?, cfg.clone())];
+    if embedder != EmbedderKind::Local {
+        return Ok(out);
     }
-    Ok(spaces)
+    let flipped = |dir: &std::path::Path| {
+        local::space_of(
+            dir,
+            local::Reading {
+                imports: !cfg.local_imports,
+                ..reading(cfg)
+            },
+        )
+    };
+    out.push((flipped(&model_dir(cfg))?, cfg.clone()));
+    // The other model of `embed.local_model`, where it is installed: an index embedded with
+    // it keeps its vector search after the setting changes.
+    if cfg.model_dir.as_os_str().is_empty() {
+        let other = match cfg.local_model {
+            LocalModel::Base => LocalModel::Code,
+            LocalModel::Code => LocalModel::Base,
+        };
+        let other_dir = local::model_dir_of(other);
+        if local::is_installed(&other_dir) {
+            let other_cfg = EmbedConfig {
+                local_model: other,
+                ..cfg.clone()
+            };
+            out.push((space_of(&other_cfg, Some(embedder))?, other_cfg.clone()));
+            out.push((flipped(&other_dir)?, other_cfg));
+        }
+    }
+    Ok(out)
 }
 
 fn reading(cfg: &EmbedConfig) -> local::Reading {
@@ -82,7 +114,11 @@ fn reading(cfg: &EmbedConfig) -> local::Reading {
 /// The local model's directory of `cfg` (`embed.model_dir`, else the default one).
 pub fn model_dir(cfg: &EmbedConfig) -> std::path::PathBuf {
     if cfg.model_dir.as_os_str().is_empty() {
-        local::default_model_dir()
+        let dir = local::model_dir_of(cfg.local_model);
+        if let Err(e) = local::derive_if_missing(&dir) {
+            tracing::warn!(error = %e, "cannot derive the code-tuned model");
+        }
+        dir
     } else {
         cfg.model_dir.clone()
     }

