@@ -46,17 +46,20 @@ if [ ! -e repos/.fetched ]; then
   for t in dl/*.tgz; do n=$(basename "$t"); n=${n%-*}; mkdir -p "repos/js-$n"; tar xzf "$t" -C "repos/js-$n" --strip-components=1; done
   rm -rf repos/js-date-fns/locale repos/js-date-fns/*.cjs
   for c in $crates; do
-    name=${c%-[0-9]*}
-    curl -sSfL "https://static.crates.io/crates/$name/$c.crate" | tar xz -C dl
+    name=${c%%-[0-9]*}
+    curl -sSfL "https://static.crates.io/crates/$name/${c//+/%2B}.crate" | tar xz -C dl
+    rm -rf "repos/rs-$name"
     mv "dl/$c" "repos/rs-$name"
   done
   (cd dl && apt-get download golang-1.19-src=1.19.8-2 >/dev/null 2>&1 || apt-get download golang-1.19-src >/dev/null)
   dpkg-deb -x dl/golang-1.19-src_*.deb dl/go
+  rm -rf repos/gostd
   mkdir -p repos/gostd
   for d in $go_dirs; do cp -r "dl/go/usr/share/go-1.19/src/$d" repos/gostd/; done
   find repos/gostd -name testdata -type d -prune -exec rm -rf {} +
   find repos/gostd -name '*_test.go' -delete
   for d in repos/*/; do
+    [ -d "$d/.git" ] && continue
     (cd "$d" && git init -q && git add -A && git -c user.email=train@trawl -c user.name=train commit -qm corpus)
   done
   touch repos/.fetched
