@@ -68,20 +68,24 @@ pub fn query_embedders(
     cfg: &EmbedConfig,
     embedder: EmbedderKind,
 ) -> Result<Vec<(Space, EmbedConfig)>, EmbedError> {
-    let mut out = vec![(space_of(cfg, Some(embedder))?, cfg.clone())];
     if embedder != EmbedderKind::Local {
-        return Ok(out);
+        return Ok(vec![(space_of(cfg, Some(embedder))?, cfg.clone())]);
     }
-    let flipped = |dir: &std::path::Path| {
-        local::space_of(
-            dir,
-            local::Reading {
-                imports: !cfg.local_imports,
-                ..reading(cfg)
-            },
-        )
+    // Each model's weights are read and hashed once for both of its readings.
+    let both = |dir: &std::path::Path, cfg: &EmbedConfig| {
+        let own = reading(cfg);
+        let flipped = local::Reading {
+            imports: !cfg.local_imports,
+            ..own
+        };
+        local::spaces_of(dir, &[own, flipped]).map(|spaces| {
+            spaces
+                .into_iter()
+                .map(|s| (s, cfg.clone()))
+                .collect::<Vec<_>>()
+        })
     };
-    out.push((flipped(&model_dir(cfg))?, cfg.clone()));
+    let mut out = both(&model_dir(cfg), cfg)?;
     // The other model of `embed.local_model`, where it is installed: an index embedded with
     // it keeps its vector search after the setting changes.
     if cfg.model_dir.as_os_str().is_empty() {
@@ -95,8 +99,7 @@ pub fn query_embedders(
                 local_model: other,
                 ..cfg.clone()
             };
-            out.push((space_of(&other_cfg, Some(embedder))?, other_cfg.clone()));
-            out.push((flipped(&other_dir)?, other_cfg));
+            out.extend(both(&other_dir, &other_cfg)?);
         }
     }
     Ok(out)

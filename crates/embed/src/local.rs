@@ -369,7 +369,7 @@ impl LocalEmbedder {
         let max_seq = max_seq(dir, &raw, reading.max_tokens);
         let weights = std::fs::read(dir.join("model.safetensors"))
             .map_err(|e| model_err("cannot read model.safetensors", dir, e))?;
-        let space = space_from(dir, &raw, &weights, max_seq, reading);
+        let space = space_from(dir, &raw, &fingerprint(&weights), max_seq, reading);
         let engine = match runtime {
             Runtime::Candle if crate::openvino::is_nomic(&raw) => {
                 return Err(EmbedError::Model(format!(
@@ -562,29 +562,37 @@ impl Default for Reading {
 
 /// The vector space of the model in `dir` reading as `reading` says.
 pub fn space_of(dir: &Path, reading: Reading) -> Result<Space, EmbedError> {
+    Ok(spaces_of(dir, &[reading])?.remove(0))
+}
+
+/// The vector spaces of the model in `dir`, one per reading, its weights read and hashed
+/// once (each space's name carries the hash of the weights).
+pub fn spaces_of(dir: &Path, readings: &[Reading]) -> Result<Vec<Space>, EmbedError> {
     let config_text = std::fs::read_to_string(dir.join("config.json"))
         .map_err(|e| model_err("cannot read config.json", dir, e))?;
     let raw: serde_json::Value =
         serde_json::from_str(&config_text).map_err(|e| model_err("config.json", dir, e))?;
     let weights = std::fs::read(dir.join("model.safetensors"))
         .map_err(|e| model_err("cannot read model.safetensors", dir, e))?;
-    Ok(space_from(
-        dir,
-        &raw,
-        &weights,
-        max_seq(dir, &raw, reading.max_tokens),
-        reading,
-    ))
+    let fp = fingerprint(&weights);
+    Ok(readings
+        .iter()
+        .map(|&r| space_from(dir, &raw, &fp, max_seq(dir, &raw, r.max_tokens), r))
+        .collect())
+}
+
+/// The first 8 hex digits of the weights' BLAKE3 hash: what names a model's spaces.
+fn fingerprint(weights: &[u8]) -> String {
+    blake3::hash(weights).to_hex()[..8].to_owned()
 }
 
 fn space_from(
     dir: &Path,
     config: &serde_json::Value,
-    weights: &[u8],
+    fingerprint: &str,
     length: usize,
     reading: Reading,
 ) -> Space {
-    let fingerprint = &blake3::hash(weights).to_hex()[..8];
     let name = dir
         .file_name()
         .map_or_else(|| "local".into(), |n| n.to_string_lossy().into_owned());
@@ -1228,6 +1236,31 @@ mod tests {
         let pairs = described_code();
         let (b, c) = (margin(&base, &pairs).await, margin(&code, &pairs).await);
         assert!(c > b, "tuned margin {c} against the base model's {b}");
+    }
+
+    #[test]
+    fn the_spaces_of_several_readings_are_those_each_reading_names_alone() {
+        let dir = test_model_dir();
+        let readings = [
+            Reading::default(),
+            Reading {
+                imports: false,
+                ..Reading::default()
+            },
+            Reading {
+                max_tokens: 128,
+                windows: 2,
+                ..Reading::default()
+            },
+        ];
+        let alone: Vec<Space> = readings
+            .iter()
+            .map(|&r| space_of(&dir, r).unwrap())
+            .collect();
+        assert_eq!(spaces_of(&dir, &readings).unwrap(), alone);
+        assert_eq!(alone[0], *model().space(), "what the loaded model writes");
+        assert_ne!(alone[0], alone[1]);
+        assert_ne!(alone[0], alone[2]);
     }
 
     #[tokio::test]

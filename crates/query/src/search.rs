@@ -380,7 +380,14 @@ pub fn candidates_with(
             }
         }
         for k in defs {
-            *fused.entry(k).or_default() += boost;
+            // A type's own definition comes before the blocks that implement it
+            // (`struct Walker` before `impl Walker`, `impl Display for Walker`).
+            let own = if doc(k).kind == ChunkKind::Impl {
+                0.0
+            } else {
+                DEFINITION_FIRST
+            };
+            *fused.entry(k).or_default() += boost + own;
         }
     }
     // "Who calls X?": the callers of X's definitions, resolved by the compactor's call graph,
@@ -514,6 +521,9 @@ fn cap_terms(text: &str, max: usize) -> (std::borrow::Cow<'_, str>, usize) {
 
 /// Added to the fused score of an exact symbol match: more than any fusion can give.
 pub const EXACT_SYMBOL: f64 = 1.0;
+/// Added besides to a named definition that is not an `impl` block: what puts a type's
+/// definition before its implementations (less than the gap between the two tiers above).
+pub const DEFINITION_FIRST: f64 = 0.25;
 /// Added to the definitions of a qualified query's member name when the owner differs.
 pub const MEMBER_SYMBOL: f64 = 0.5;
 /// A member name defined more often than this says too little to boost any of them.

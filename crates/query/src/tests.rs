@@ -306,8 +306,18 @@ async fn generation_in_shards(docs: Vec<LiveDoc>, shards: u32) -> (Generation, t
 }
 
 fn top_paths(g: &Generation, query: &str, params: &QueryConfig) -> Vec<(String, u32, u32)> {
+    top_paths_in(g, query, params, Mode::Lexical)
+}
+
+/// The first five results' places for `query` searched in `mode` (no query vector).
+fn top_paths_in(
+    g: &Generation,
+    query: &str,
+    params: &QueryConfig,
+    mode: Mode,
+) -> Vec<(String, u32, u32)> {
     let mut req = SearchRequest::new(query);
-    req.mode = Mode::Lexical;
+    req.mode = mode;
     let ranked = search::candidates(
         g,
         &req,
@@ -357,6 +367,40 @@ async fn a_pasted_error_finds_the_format_string_that_produced_it_before_the_test
     let naive = crate::eval::naive(&QueryConfig::default());
     let top = top_paths(&g, query, &naive);
     assert_eq!(top[0].0, "server_test.go", "{top:?}");
+}
+
+#[tokio::test]
+async fn a_types_name_finds_its_definition_before_the_blocks_that_implement_it() {
+    let (g, _cache) = generation_of(vec![
+        doc_at(
+            "src/walk.rs",
+            "impl",
+            "Walker",
+            "impl Walker {\n    pub fn new(root: &Path) -> Walker {\n        Walker { root: root.to_owned(), depth: 0 }\n    }\n    pub fn run(&mut self) -> Vec<PathBuf> {\n        walk(&self.root, self.depth)\n    }\n}",
+            (20, 28),
+        ),
+        doc_at(
+            "src/walk.rs",
+            "impl",
+            "Walker",
+            "impl Iterator for Walker {\n    type Item = PathBuf;\n    fn next(&mut self) -> Option<PathBuf> { None }\n}",
+            (30, 33),
+        ),
+        doc_at(
+            "src/walk.rs",
+            "struct",
+            "Walker",
+            "/// Visits a tree.\npub struct Walker {\n    root: PathBuf,\n    depth: usize,\n}",
+            (10, 15),
+        ),
+    ])
+    .await;
+    let top: Vec<(u32, u32)> = top_paths_in(&g, "Walker", &QueryConfig::default(), Mode::Hybrid)
+        .into_iter()
+        .map(|(_, start, end)| (start, end))
+        .collect();
+    assert_eq!(top.first(), Some(&(10, 15)), "the struct first: {top:?}");
+    assert_eq!(top.len(), 3, "the impl blocks follow: {top:?}");
 }
 
 #[tokio::test]
