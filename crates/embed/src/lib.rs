@@ -47,7 +47,7 @@ pub fn space_of(cfg: &EmbedConfig, embedder: Option<EmbedderKind>) -> Result<Spa
             dims: cfg.dims,
             dtype: cfg.dtype.parse()?,
         }),
-        EmbedderKind::Local => local::space_of(&model_dir(cfg), reading(cfg)),
+        EmbedderKind::Local => local::space_of(&ready_model_dir(cfg)?, reading(cfg)),
         EmbedderKind::Hash => Ok(Space {
             model: hash::MODEL.into(),
             dims: cfg.hash_dims,
@@ -85,7 +85,7 @@ pub fn query_embedders(
                 .collect::<Vec<_>>()
         })
     };
-    let mut out = both(&model_dir(cfg), cfg)?;
+    let mut out = both(&ready_model_dir(cfg)?, cfg)?;
     // The other model of `embed.local_model`, where it is installed: an index embedded with
     // it keeps its vector search after the setting changes.
     if cfg.model_dir.as_os_str().is_empty() {
@@ -114,17 +114,26 @@ fn reading(cfg: &EmbedConfig) -> local::Reading {
     }
 }
 
-/// The local model's directory of `cfg` (`embed.model_dir`, else the default one).
+/// The local model's directory of `cfg`: `embed.model_dir`, else the one `embed.local_model`
+/// names in trawl's cache. Touches nothing on disk ([`ready_model_dir`] does).
 pub fn model_dir(cfg: &EmbedConfig) -> std::path::PathBuf {
     if cfg.model_dir.as_os_str().is_empty() {
-        let dir = local::model_dir_of(cfg.local_model);
-        if let Err(e) = local::derive_if_missing(&dir) {
-            tracing::warn!(error = %e, "cannot derive the code-tuned model");
-        }
-        dir
+        local::model_dir_of(cfg.local_model)
     } else {
         cfg.model_dir.clone()
     }
+}
+
+/// [`model_dir`], made ready to read: the code-tuned model is written there from the
+/// installed base model and trawl's delta on first use (under a second, no download). A
+/// directory that is neither installed nor derivable comes back as it is, and reading it
+/// then says how to install the model.
+pub fn ready_model_dir(cfg: &EmbedConfig) -> Result<std::path::PathBuf, EmbedError> {
+    let dir = model_dir(cfg);
+    if cfg.model_dir.as_os_str().is_empty() {
+        local::derive_if_missing(&dir)?;
+    }
+    Ok(dir)
 }
 
 /// The embedder `cfg` names (`embedder` overrides `cfg.embedder` when given). A dry run never
@@ -147,7 +156,7 @@ pub fn from_config(
 /// OpenVINO where its runtime is installed and loads (a failure is logged, and candle runs
 /// the model), candle elsewhere.
 pub fn load_local(cfg: &EmbedConfig) -> Result<local::LocalEmbedder, EmbedError> {
-    let dir = model_dir(cfg);
+    let dir = ready_model_dir(cfg)?;
     let threads = std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get);
     let load = |runtime: &local::Runtime| {
         local::LocalEmbedder::load_on(&dir, cfg.local_batch, threads, reading(cfg), runtime)

@@ -92,7 +92,13 @@ pub fn for_run(
             }
         },
         (EmbedderKind::Voyage, _) => {
-            let dir = trawl_embed::model_dir(&cfg.embed);
+            let dir = match trawl_embed::ready_model_dir(&cfg.embed) {
+                Ok(dir) => dir,
+                Err(e) => {
+                    tracing::warn!("prose over chunk.ceiling is cut by size, not by meaning: {e}");
+                    return None;
+                }
+            };
             if !trawl_embed::local::is_installed(&dir) {
                 tracing::warn!(
                     "prose over chunk.ceiling is cut by size, not by meaning: the local model is \
