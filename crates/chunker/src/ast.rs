@@ -171,7 +171,8 @@ impl<'s> Walker<'s> {
     }
 
     /// The children of `node`, with transparent nodes (`#ifdef`, `extern "C"`) replaced by
-    /// their own children, to a bounded depth.
+    /// their own children, to a bounded depth; in JavaScript, an immediately invoked function
+    /// at this level by the statements of the functions it runs ([`iife_bodies`]).
     fn children<'t>(&self, node: Node<'t>, depth: usize) -> Vec<Node<'t>> {
         let mut out = Vec::new();
         let mut cursor = node.walk();
@@ -179,10 +180,30 @@ impl<'s> Walker<'s> {
             if self.spec.transparent.contains(&c.kind()) && depth < self.opts.max_depth {
                 out.extend(self.children(c, depth + 1));
             } else {
-                out.push(c);
+                out.extend(self.children_of_one(c, depth));
             }
         }
         out
+    }
+
+    /// `node` as [`Walker::children`] lists it: itself, or what replaces it.
+    fn children_of_one<'t>(&self, node: Node<'t>, depth: usize) -> Vec<Node<'t>> {
+        if depth < self.opts.max_depth
+            && self.spec.arrow_functions
+            && let bodies = iife_bodies(node, |n| self.text(n))
+            && !bodies.is_empty()
+        {
+            let mut out = Vec::new();
+            for body in bodies {
+                let mut w = body.walk();
+                let named: Vec<Node<'t>> = body.named_children(&mut w).collect();
+                for n in named {
+                    out.extend(self.children_of_one(n, depth + 1));
+                }
+            }
+            return out;
+        }
+        vec![node]
     }
 
     fn as_def<'t>(&self, node: Node<'t>) -> Option<(Node<'t>, Kind)> {
@@ -1076,6 +1097,64 @@ fn is_js_function(n: Node) -> bool {
         n.kind(),
         "arrow_function" | "function_expression" | "function" | "generator_function"
     )
+}
+
+/// JavaScript: the bodies of the functions an immediately invoked function expression
+/// statement runs, whose definitions are the file's own: `(function () { … })()`,
+/// `(function () { … }.call(this))`, `!function () { … }()`, `(() => { … })()`, and a UMD
+/// wrapper's factory passed as an argument (`(function (global, factory) { … }(this,
+/// function (moment) { … }))`). Empty for any other node.
+fn iife_bodies<'t, 's>(node: Node<'t>, text: impl Fn(Node<'t>) -> &'s str) -> Vec<Node<'t>> {
+    let unwrap = |mut n: Node<'t>| {
+        while matches!(n.kind(), "parenthesized_expression" | "unary_expression") {
+            let Some(inner) = n
+                .child_by_field_name("argument")
+                .or_else(|| n.named_child(0))
+            else {
+                break;
+            };
+            n = inner;
+        }
+        n
+    };
+    if node.kind() != "expression_statement" {
+        return Vec::new();
+    }
+    let Some(call) = node.named_child(0).map(unwrap) else {
+        return Vec::new();
+    };
+    if call.kind() != "call_expression" {
+        return Vec::new();
+    }
+    let Some(mut callee) = call.child_by_field_name("function").map(unwrap) else {
+        return Vec::new();
+    };
+    if callee.kind() == "member_expression"
+        && callee
+            .child_by_field_name("property")
+            .is_some_and(|p| matches!(text(p), "call" | "apply"))
+        && let Some(object) = callee.child_by_field_name("object")
+    {
+        callee = unwrap(object);
+    }
+    if !is_js_function(callee) {
+        return Vec::new();
+    }
+    let block = |f: Node<'t>| {
+        f.child_by_field_name("body")
+            .filter(|b| b.kind() == "statement_block")
+    };
+    let mut out: Vec<Node<'t>> = block(callee).into_iter().collect();
+    if let Some(args) = call.child_by_field_name("arguments") {
+        let mut w = args.walk();
+        for a in args.named_children(&mut w) {
+            let a = unwrap(a);
+            if is_js_function(a) {
+                out.extend(block(a));
+            }
+        }
+    }
+    out
 }
 
 /// An object literal with at least one method, or `key: function …` pair.

@@ -129,6 +129,42 @@ fn commonjs_functions_defined_by_assignment_are_definitions() {
 }
 
 #[test]
+fn definitions_inside_an_immediately_invoked_wrapper_are_the_files_own() {
+    let (outline, recs) = fixture_case(
+        "wrapped.js",
+        "dist/tiny.js",
+        "javascript",
+        &[
+            ("function", "arrayEvery"),
+            ("function", "chunkSize"),
+            ("function", "plural"),
+            ("function", "translate"),
+            ("function", "onReady"),
+        ],
+    );
+    insta::assert_snapshot!(outline);
+    let every = by_symbol(&recs, "arrayEvery");
+    assert!(
+        every
+            .text
+            .starts_with("/**\n   * Checks whether `predicate` holds"),
+        "its JSDoc comes with it: {}",
+        every.text
+    );
+    assert!(
+        every.text.trim_end().ends_with("return true;\n  }"),
+        "{}",
+        every.text
+    );
+    let translate = by_symbol(&recs, "translate");
+    assert!(
+        translate.text.starts_with("// Picks the word"),
+        "{}",
+        translate.text
+    );
+}
+
+#[test]
 fn members_of_an_object_assigned_to_module_exports_are_methods_of_it() {
     let (outline, recs) = fixture_case(
         "context.js",
