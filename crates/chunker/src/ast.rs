@@ -151,6 +151,21 @@ fn is_trivial(code: &str) -> bool {
         })
 }
 
+/// One line that opens a Python conditional block: `if …:`, `elif …:`, `else:`, `try:`,
+/// `except …:`, `finally:` (a trailing comment allowed).
+fn is_condition_head(code: &str) -> bool {
+    let code = code.trim();
+    if code.contains('\n') || code.len() > 160 {
+        return false;
+    }
+    let line = code.split(" #").next().unwrap_or(code).trim_end();
+    let word = line
+        .split(|c: char| !c.is_ascii_alphabetic())
+        .next()
+        .unwrap_or("");
+    line.ends_with(':') && matches!(word, "if" | "elif" | "else" | "try" | "except" | "finally")
+}
+
 fn is_doc_comment(comment: &str) -> bool {
     comment.starts_with("/**") && !comment.starts_with("/**/") && comment.ends_with("*/")
 }
@@ -557,6 +572,20 @@ impl<'s> Walker<'s> {
                 i += 1;
                 continue;
             };
+            // The head of the condition a definition is made under (`if os.name == "nt":`,
+            // `except ImportError:`) reads with that definition.
+            if is_condition_head(&self.src[start..end])
+                && let Some(Seg::Def {
+                    end: dend,
+                    start: dstart,
+                    ..
+                }) = segs.get_mut(i + 1)
+                && *dend - start <= ceiling
+            {
+                *dstart = start;
+                segs.remove(i);
+                continue;
+            }
             let scope_code =
                 container.is_some_and(|c| matches!(c.kind, Kind::Namespace | Kind::Module));
             if end - start >= floor || !(scope_code || is_trivial(&self.src[start..end])) {

@@ -165,6 +165,34 @@ fn definitions_inside_an_immediately_invoked_wrapper_are_the_files_own() {
 }
 
 #[test]
+fn python_definitions_under_a_condition_are_the_modules_own() {
+    let (outline, recs) = fixture_case(
+        "conditional.py",
+        "lib/proc.py",
+        "python",
+        &[
+            ("function", "fast_join"),
+            ("class", "StartupInfo"),
+            ("function", "_close_fds"),
+            ("class", "Process"),
+        ],
+    );
+    insta::assert_snapshot!(outline);
+    let fallback = by_symbol(&recs, "fast_join");
+    assert!(
+        fallback.text.starts_with("# Pure-Python fallback"),
+        "its comment comes with it: {}",
+        fallback.text
+    );
+    let process = by_symbol(&recs, "Process");
+    assert_eq!(
+        process.members,
+        ["Process._spawn", "Process._spawn", "Process.wait"],
+        "both spellings of a method defined per platform are members"
+    );
+}
+
+#[test]
 fn members_of_an_object_assigned_to_module_exports_are_methods_of_it() {
     let (outline, recs) = fixture_case(
         "context.js",

@@ -133,6 +133,17 @@ pub static SPECS: &[Spec] = &[
             ("class_definition", Kind::Class),
         ],
         wrappers: &["decorated_definition"],
+        // What a module or class defines under a condition (`if _mswindows: class
+        // STARTUPINFO`, `try: from _x import f` / `except ImportError: def f`) is its own.
+        transparent: &[
+            "if_statement",
+            "elif_clause",
+            "else_clause",
+            "try_statement",
+            "except_clause",
+            "finally_clause",
+            "block",
+        ],
         bodies: &["block"],
         imports: &[
             "import_statement",
