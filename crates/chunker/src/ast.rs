@@ -573,26 +573,17 @@ impl<'s> Walker<'s> {
                 continue;
             };
             // The head of the condition a definition is made under (`if os.name == "nt":`,
-            // `except ImportError:`) reads with that definition.
-            if is_condition_head(&self.src[start..end])
-                && let Some(Seg::Def {
-                    end: dend,
-                    start: dstart,
-                    ..
-                }) = segs.get_mut(i + 1)
-                && *dend - start <= ceiling
-            {
-                *dstart = start;
-                segs.remove(i);
-                continue;
-            }
+            // `except ImportError:`) reads with that definition: the next one.
+            let head = is_condition_head(&self.src[start..end]);
             let scope_code =
                 container.is_some_and(|c| matches!(c.kind, Kind::Namespace | Kind::Module));
-            if end - start >= floor || !(scope_code || is_trivial(&self.src[start..end])) {
+            let small = end - start < floor && (scope_code || is_trivial(&self.src[start..end]));
+            if !head && !small {
                 i += 1;
                 continue;
             }
-            if i > 0
+            if !head
+                && i > 0
                 && let Some(Seg::Def {
                     start: dstart,
                     end: dend,
