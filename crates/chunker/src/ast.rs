@@ -309,11 +309,13 @@ impl<'s> Walker<'s> {
             }
             _ => return None,
         };
+        // `a = b = …`, `(function runInContext(context) { … })`: the innermost value.
         for _ in 0..8 {
-            if value.kind() != "assignment_expression" {
-                break;
-            }
-            value = value.child_by_field_name("right")?;
+            value = match value.kind() {
+                "assignment_expression" => value.child_by_field_name("right")?,
+                "parenthesized_expression" => value.named_child(0)?,
+                _ => break,
+            };
         }
         js_path(self.text(target)).map(|_| (target, value))
     }
@@ -729,6 +731,38 @@ impl<'s> Walker<'s> {
                     Some(&me),
                     depth + 1,
                 );
+                return;
+            }
+        }
+        // A function that is mostly the functions it defines (a JavaScript module pattern,
+        // `var runInContext = (function runInContext(context) { function flatMap … })`, a
+        // Python factory of closures) is their scope, as a namespace is: each is a chunk of
+        // its own, and its own code is cut around them. A function with a small helper
+        // inside is cut at its statements, the helper with them.
+        if let Some(b) = body
+            && depth < self.opts.max_depth
+        {
+            let children = self.children(b, depth);
+            let defined: usize = self
+                .items(&children)
+                .iter()
+                .filter(|i| i.def.is_some())
+                .map(|i| i.end - i.start)
+                .sum();
+            if 2 * defined >= b.end_byte() - b.start_byte() {
+                let me = Scope {
+                    kind,
+                    name: name.clone(),
+                };
+                let mut inner = scope.to_vec();
+                inner.push(me.clone());
+                let first = self.out.len();
+                self.block(&children, start, end, &inner, parent, Some(&me), depth + 1);
+                for p in &mut self.out[first..] {
+                    if p.symbol.as_deref() == Some(name.as_str()) && p.owner.is_none() {
+                        p.owner.clone_from(&owner);
+                    }
+                }
                 return;
             }
         }

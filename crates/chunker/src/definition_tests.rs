@@ -193,6 +193,61 @@ fn python_definitions_under_a_condition_are_the_modules_own() {
 }
 
 #[test]
+fn an_oversize_function_is_the_scope_of_the_functions_it_defines() {
+    let mut expected = vec![("function", "createStore".to_owned())];
+    expected.extend((0..6).map(|i| ("function", format!("createStore.step{i}"))));
+    expected.push(("function", "createStore.subscribe".to_owned()));
+    expected.push(("function", "createStore".to_owned()));
+    let expected: Vec<(&str, &str)> = expected.iter().map(|(k, q)| (*k, q.as_str())).collect();
+    let (outline, recs) = fixture_case("factory.js", "src/store.js", "javascript", &expected);
+    insta::assert_snapshot!(outline);
+    let step = by_symbol(&recs, "step3");
+    assert!(step.text.starts_with("/**\n   * Step 3"), "{}", step.text);
+    assert!(
+        step.header
+            .starts_with("src/store.js · function createStore › function step3\n"),
+        "{}",
+        step.header
+    );
+    let own = recs
+        .iter()
+        .filter(|r| r.symbol.as_deref() == Some("createStore"))
+        .collect::<Vec<_>>();
+    assert!(
+        own[0].text.contains("var listeners = [];"),
+        "{}",
+        own[0].text
+    );
+    assert!(
+        own.last().unwrap().text.contains("return { subscribe"),
+        "{}",
+        own.last().unwrap().text
+    );
+    // Small, it stays one chunk, its functions inside it.
+    let small = "function outer() {\n  function inner() { return 1; }\n  return inner();\n}\n";
+    assert_eq!(
+        definitions("javascript", small),
+        pairs(&[("function", "outer")])
+    );
+    // Oversize but mostly its own statements: cut at them, the small helper with them.
+    let mut statements = String::new();
+    for i in 0..80 {
+        let _ = writeln!(statements, "  total += weigh(items[{i}], {i}) * factor;");
+    }
+    let big = format!(
+        "function score(items, factor) {{\n  let total = 0;\n  function weigh(x, i) {{ return x * i; }}\n{statements}  return total;\n}}\n"
+    );
+    let defs = definitions("javascript", &big);
+    assert!(
+        defs.len() > 1
+            && defs
+                .iter()
+                .all(|d| *d == ("function".to_owned(), "score".to_owned())),
+        "{defs:?}"
+    );
+}
+
+#[test]
 fn members_of_an_object_assigned_to_module_exports_are_methods_of_it() {
     let (outline, recs) = fixture_case(
         "context.js",
