@@ -1,6 +1,7 @@
 //! The one syntax-tree walker. See the crate docs for the rules and [`crate::lang`] for what
 //! each language declares.
 
+use std::collections::HashMap;
 use std::ops::ControlFlow;
 use std::time::Instant;
 
@@ -12,8 +13,22 @@ use crate::{Chunked, Member, Note, Options, Piece, Scope};
 
 /// Parses `src`, giving up after the time budget.
 pub fn parse(language: &tree_sitter::Language, src: &str, opts: &Options) -> Option<Tree> {
+    parse_in(language, src, opts, None)
+}
+
+/// `src` parsed within `opts.parse_timeout`; with a `range`, as if only that part of it
+/// were there (node positions stay the file's).
+fn parse_in(
+    language: &tree_sitter::Language,
+    src: &str,
+    opts: &Options,
+    range: Option<tree_sitter::Range>,
+) -> Option<Tree> {
     let mut parser = Parser::new();
     parser.set_language(language).ok()?;
+    if let Some(r) = range {
+        parser.set_included_ranges(&[r]).ok()?;
+    }
     let t0 = Instant::now();
     let budget = opts.parse_timeout;
     let mut progress = |_: &tree_sitter::ParseState| {
@@ -31,6 +46,100 @@ pub fn parse(language: &tree_sitter::Language, src: &str, opts: &Options) -> Opt
     )
 }
 
+/// Macro invocations that hold items.
+const ITEM_MACRO_NESTING: usize = 3;
+
+/// Rust: the item-level macro invocations of `tree` whose braces hold items
+/// (`cfg_rt! { pub fn spawn … }`, `quickcheck! { fn prop … }`), each with the same source
+/// parsed again inside its braces alone (tree-sitter reads a macro's body as tokens), keyed
+/// by the invocation's byte range. A body that does not parse cleanly as items, or defines
+/// nothing, is left as the tokens it is; invocations inside those bodies are found too, a
+/// few levels deep.
+fn item_macros(
+    language: &tree_sitter::Language,
+    tree: &Tree,
+    src: &str,
+    opts: &Options,
+) -> Vec<((usize, usize), Tree)> {
+    let mut out: Vec<((usize, usize), Tree)> = Vec::new();
+    let mut found: Vec<((usize, usize), tree_sitter::Range)> = Vec::new();
+    // Item-level invocations reachable through items (modules, impls) in one tree.
+    let scan = |root: Node, found: &mut Vec<((usize, usize), tree_sitter::Range)>| {
+        let mut stack = vec![(root, 0usize)];
+        while let Some((n, d)) = stack.pop() {
+            let mut c = n.walk();
+            for child in n.named_children(&mut c) {
+                match child.kind() {
+                    "macro_invocation" => {
+                        let Some(tt) =
+                            child.named_child((child.named_child_count() as u32).saturating_sub(1))
+                        else {
+                            continue;
+                        };
+                        let (s, e) = (tt.start_byte(), tt.end_byte());
+                        let body = &src[s..e];
+                        if tt.kind() != "token_tree"
+                            || tt.has_error()
+                            || body.len() < 3
+                            || !body.starts_with('{')
+                            || !body.ends_with('}')
+                        {
+                            continue;
+                        }
+                        let (mut sp, mut ep) = (tt.start_position(), tt.end_position());
+                        sp.column += 1;
+                        ep.column = ep.column.saturating_sub(1);
+                        found.push((
+                            (child.start_byte(), child.end_byte()),
+                            tree_sitter::Range {
+                                start_byte: s + 1,
+                                end_byte: e - 1,
+                                start_point: sp,
+                                end_point: ep,
+                            },
+                        ));
+                    }
+                    "mod_item" | "impl_item" | "trait_item" | "declaration_list" if d < 4 => {
+                        stack.push((child, d + 1));
+                    }
+                    _ => {}
+                }
+            }
+        }
+    };
+    scan(tree.root_node(), &mut found);
+    let mut level = 0;
+    while !found.is_empty() && level < ITEM_MACRO_NESTING {
+        let mut next = Vec::new();
+        for (key, range) in found.drain(..) {
+            let Some(t) = parse_in(language, src, opts, Some(range)) else {
+                continue;
+            };
+            let keep = {
+                let root = t.root_node();
+                let mut c = root.walk();
+                let defines = root.named_children(&mut c).any(|n| {
+                    !matches!(
+                        n.kind(),
+                        "line_comment" | "block_comment" | "macro_invocation" | "attribute_item"
+                    )
+                });
+                let keep = !root.has_error() && defines;
+                if keep {
+                    scan(root, &mut next);
+                }
+                keep
+            };
+            if keep {
+                out.push((key, t));
+            }
+        }
+        found = next;
+        level += 1;
+    }
+    out
+}
+
 /// Chunks a source file in a language with a grammar.
 pub fn chunk(
     spec: &'static Spec,
@@ -45,12 +154,24 @@ pub fn chunk(
         return c;
     };
     let root = tree.root_node();
+    let inner = if spec.item_macros {
+        item_macros(language, &tree, src, opts)
+    } else {
+        Vec::new()
+    };
+    let mut expansions = HashMap::new();
+    for (range, t) in &inner {
+        let r = t.root_node();
+        let mut c = r.walk();
+        expansions.insert(*range, r.named_children(&mut c).collect());
+    }
     let mut w = Walker {
         spec,
         src,
         opts,
         out: Vec::new(),
         notes: Vec::new(),
+        expansions,
     };
     if root.has_error() {
         w.notes.push(Note::SyntaxErrors);
@@ -127,6 +248,9 @@ struct Walker<'s> {
     opts: &'s Options,
     out: Vec<Piece>,
     notes: Vec<Note>,
+    /// The items an item-level macro invocation holds, by the invocation's byte range
+    /// ([`item_macros`]).
+    expansions: HashMap<(usize, usize), Vec<Node<'s>>>,
 }
 
 fn is_blank(s: &str) -> bool {
@@ -151,12 +275,23 @@ fn is_trivial(code: &str) -> bool {
         })
 }
 
-/// One line that opens a Python conditional block: `if …:`, `elif …:`, `else:`, `try:`,
-/// `except …:`, `finally:` (a trailing comment allowed).
+/// One line that opens a block whose definitions follow: a Python conditional (`if …:`,
+/// `elif …:`, `else:`, `try:`, `except …:`, `finally:`, a trailing comment allowed) or a
+/// Rust item macro (`cfg_rt! {`).
 fn is_condition_head(code: &str) -> bool {
     let code = code.trim();
     if code.contains('\n') || code.len() > 160 {
         return false;
+    }
+    if let Some(name) = code
+        .strip_suffix('{')
+        .map(str::trim_end)
+        .and_then(|c| c.strip_suffix('!'))
+    {
+        return !name.is_empty()
+            && name
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == ':');
     }
     let line = code.split(" #").next().unwrap_or(code).trim_end();
     let word = line
@@ -188,7 +323,7 @@ impl<'s> Walker<'s> {
     /// The children of `node`, with transparent nodes (`#ifdef`, `extern "C"`) replaced by
     /// their own children, to a bounded depth; in JavaScript, an immediately invoked function
     /// at this level by the statements of the functions it runs ([`iife_bodies`]).
-    fn children<'t>(&self, node: Node<'t>, depth: usize) -> Vec<Node<'t>> {
+    fn children(&self, node: Node<'s>, depth: usize) -> Vec<Node<'s>> {
         let mut out = Vec::new();
         let mut cursor = node.walk();
         for c in node.children(&mut cursor) {
@@ -202,7 +337,16 @@ impl<'s> Walker<'s> {
     }
 
     /// `node` as [`Walker::children`] lists it: itself, or what replaces it.
-    fn children_of_one<'t>(&self, node: Node<'t>, depth: usize) -> Vec<Node<'t>> {
+    fn children_of_one(&self, node: Node<'s>, depth: usize) -> Vec<Node<'s>> {
+        if depth < self.opts.max_depth
+            && let Some(items) = self.expansions.get(&(node.start_byte(), node.end_byte()))
+            && node.kind() == "macro_invocation"
+        {
+            return items
+                .iter()
+                .flat_map(|&n| self.children_of_one(n, depth + 1))
+                .collect();
+        }
         if depth < self.opts.max_depth
             && self.spec.arrow_functions
             && let bodies = iife_bodies(node, |n| self.text(n))
@@ -211,7 +355,7 @@ impl<'s> Walker<'s> {
             let mut out = Vec::new();
             for body in bodies {
                 let mut w = body.walk();
-                let named: Vec<Node<'t>> = body.named_children(&mut w).collect();
+                let named: Vec<Node<'s>> = body.named_children(&mut w).collect();
                 for n in named {
                     out.extend(self.children_of_one(n, depth + 1));
                 }

@@ -248,6 +248,42 @@ fn an_oversize_function_is_the_scope_of_the_functions_it_defines() {
 }
 
 #[test]
+fn rust_items_inside_an_item_macro_are_definitions() {
+    let (outline, recs) = fixture_case(
+        "macros.rs",
+        "src/net.rs",
+        "rust",
+        &[
+            ("function", "cfg_net"),
+            ("function", "connect"),
+            ("struct", "Stream"),
+            ("impl", "Stream"),
+            ("function", "resolve"),
+            ("function", "plain"),
+        ],
+    );
+    insta::assert_snapshot!(outline);
+    let connect = by_symbol(&recs, "connect");
+    assert!(
+        connect
+            .text
+            .starts_with("cfg_net! {\n    /// Opens a connection"),
+        "{}",
+        connect.text
+    );
+    let stream = recs
+        .iter()
+        .find(|r| r.kind == crate::Kind::Impl)
+        .expect("the impl");
+    assert_eq!(stream.members, ["Stream.close"]);
+    // `lazy_static!`'s body is not Rust items: it stays code.
+    assert!(
+        recs.iter()
+            .any(|r| r.kind == crate::Kind::Code && r.text.contains("static ref TABLE"))
+    );
+}
+
+#[test]
 fn members_of_an_object_assigned_to_module_exports_are_methods_of_it() {
     let (outline, recs) = fixture_case(
         "context.js",

@@ -36,6 +36,9 @@ pub struct Spec {
     pub arrow_functions: bool,
     /// `name = lambda …` and `name = partial(…)` assignments count as functions (Python).
     pub lambdas: bool,
+    /// Item-level macro invocations whose braces hold items are read as those items (Rust:
+    /// `cfg_rt! { pub fn spawn … }`, `quickcheck! { fn prop … }`).
+    pub item_macros: bool,
 }
 
 const C_LIKE_COMMENTS: &[&str] = &["line_comment", "block_comment"];
@@ -90,6 +93,7 @@ const BASE: Spec = Spec {
     docstrings: false,
     arrow_functions: false,
     lambdas: false,
+    item_macros: false,
 };
 
 /// Preprocessor conditionals and `extern "C"` blocks: their contents count as top level.
@@ -181,6 +185,7 @@ pub static SPECS: &[Spec] = &[
             ("call_expression", "function"),
             ("macro_invocation", "macro"),
         ],
+        item_macros: true,
         ..BASE
     },
     Spec {
@@ -526,6 +531,7 @@ pub fn derive_spec(name: &str, lang: &Language) -> Spec {
         docstrings: false,
         arrow_functions: false,
         lambdas: false,
+        item_macros: false,
     }
 }
 
