@@ -79,6 +79,9 @@ pub struct QueryConfig {
     pub message_boost: f64,
     /// Prior of tests, examples and benchmarks when the query asks for code (1 = off).
     pub test_prior: f64,
+    /// Prior of vendored, built and generated code (`vendor/`, `dist/`, `*.min.js`,
+    /// `*.pb.go`), whatever the query asks for (1 = off).
+    pub generated_prior: f64,
     /// Prior of documentation when the query asks for code (1 = off).
     pub docs_prior: f64,
     /// Prior of documentation for a question asked as a user of the code (`how can I …`,
@@ -174,6 +177,7 @@ impl Default for QueryConfig {
             config_lexical_weight: 2.0,
             message_boost: 1.0,
             test_prior: 0.5,
+            generated_prior: 0.5,
             docs_prior: 0.6,
             usage_docs_prior: 1.0,
             wide_prior: 0.5,

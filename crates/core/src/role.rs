@@ -13,6 +13,11 @@ pub enum Role {
     Docs,
     /// A commit message: why code changed.
     History,
+    /// Code the repository carries but nobody writes here: vendored dependencies
+    /// (`vendor/`, `third_party/`, `node_modules/`), built bundles (`dist/`, `*.min.js`) and
+    /// generated sources (`*.pb.go`, `*_pb2.py`, `*_generated.rs`). It repeats or derives
+    /// from code that lives elsewhere.
+    Generated,
 }
 
 const TEST_DIRS: [&str; 9] = [
@@ -38,6 +43,16 @@ const EXAMPLE_DIRS: [&str; 9] = [
     "benchmarks",
 ];
 const DOC_DIRS: [&str; 3] = ["docs", "doc", "documentation"];
+const GENERATED_DIRS: [&str; 8] = [
+    "vendor",
+    "vendored",
+    "third_party",
+    "third-party",
+    "node_modules",
+    "bower_components",
+    "dist",
+    "__generated__",
+];
 const PROSE_EXTS: [&str; 7] = ["md", "markdown", "mdx", "rst", "txt", "adoc", "org"];
 
 /// The role of a file.
@@ -47,6 +62,9 @@ pub fn role(path: &str, kind: ChunkKind) -> Role {
     }
     let lower = path.to_lowercase();
     let (parts, stem, ext) = split(&lower);
+    if generated(&parts, stem) {
+        return Role::Generated;
+    }
     // Type declarations (`index.d.ts`, `.pyi` stubs) describe an API the code implements.
     let declarations =
         ext == "pyi" || (ext == "ts" && matches!(stem.rsplit_once('.'), Some((_, "d"))));
@@ -66,6 +84,24 @@ pub fn role(path: &str, kind: ChunkKind) -> Role {
         return Role::Docs;
     }
     Role::Implementation
+}
+
+/// Whether a file is vendored, built or generated: under such a directory, or named as
+/// the output of a bundler or a code generator.
+fn generated(dirs: &[&str], stem: &str) -> bool {
+    dirs.iter().any(|p| GENERATED_DIRS.contains(p))
+        || [
+            ".min",
+            ".bundle",
+            ".pb",
+            "_pb2",
+            "_pb2_grpc",
+            ".pb.gw",
+            "_generated",
+            ".generated",
+        ]
+        .iter()
+        .any(|s| stem.ends_with(s))
 }
 
 /// Whether a file's name says it holds tests (`test_x.py`, `x_test.go`, `x.spec.ts`,
@@ -108,6 +144,36 @@ fn tests(dirs: &[&str], stem: &str, ext: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn vendored_built_and_generated_code_is_told_from_the_repositorys_own() {
+        for path in [
+            "vendor/github.com/spf13/pflag/flag.go",
+            "third_party/zlib/inflate.c",
+            "node_modules/koa/lib/application.js",
+            "dist/axios.js",
+            "packages/ui/dist/index.mjs",
+            "static/js/jquery.min.js",
+            "api/v1/service.pb.go",
+            "proto/service_pb2.py",
+            "src/schema_generated.rs",
+            "vendor/README.md",
+        ] {
+            assert_eq!(role(path, ChunkKind::Function), Role::Generated, "{path}");
+        }
+        for path in [
+            "lib/distance.js",
+            "src/vendors.rs",
+            "cmd/generate.go",
+            "pkg/distribute/dist_test.go",
+        ] {
+            assert_ne!(role(path, ChunkKind::Function), Role::Generated, "{path}");
+        }
+        assert_eq!(
+            role("pkg/distribute/dist_test.go", ChunkKind::Function),
+            Role::Test
+        );
+    }
 
     #[test]
     fn fixture_text_is_in_tests_and_documentation_is_not() {

@@ -123,6 +123,7 @@ pub fn ablations() -> Vec<Ablation> {
         ("message match", |p| p.message_boost = 0.0),
         ("role prior", |p| {
             p.test_prior = 1.0;
+            p.generated_prior = 1.0;
             p.docs_prior = 1.0;
             p.usage_docs_prior = 1.0;
             p.module_prior = 1.0;

@@ -177,7 +177,7 @@ pub fn features<'a, K: std::hash::Hash + Eq + Copy>(
                 q.coverage(&lead_terms),
                 q.pair_coverage(&words),
                 flag(role == Role::Docs),
-                flag(matches!(role, Role::Test | Role::Example)),
+                flag(matches!(role, Role::Test | Role::Example | Role::Generated)),
                 flag(role == Role::History),
                 lines.ln(),
                 repos.iter().filter(|r| **r == repo).count() as f64 / SHARE_TOP as f64,

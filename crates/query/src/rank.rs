@@ -341,6 +341,7 @@ pub fn prior(d: &DocRow, wants: Wants, history: bool, params: &QueryConfig) -> f
     let mut p = match (role, wants) {
         // Commit messages are prose: they compete as docs unless the question asks why or
         // when something changed.
+        (Role::Generated, _) => params.generated_prior,
         (Role::History, _) if history => params.history_prior,
         (Role::History | Role::Docs, Wants::Docs)
         | (Role::Implementation, Wants::Code | Wants::Usage) => 1.0,

@@ -370,6 +370,59 @@ async fn a_pasted_error_finds_the_format_string_that_produced_it_before_the_test
 }
 
 #[tokio::test]
+async fn the_repositorys_own_code_ranks_before_its_vendored_or_bundled_copy() {
+    let code = "function retryDelay(attempt) {\n  return Math.min(1000 * 2 ** attempt, 30000);\n}";
+    // The copies' file names match the query too: on words alone they come first.
+    let (g, _cache) = generation_of(vec![
+        doc_at(
+            "dist/retry-delay.min.js",
+            "function",
+            "retryDelay",
+            code,
+            (1, 3),
+        ),
+        doc_at(
+            "vendor/retry/delay.js",
+            "function",
+            "retryDelay",
+            code,
+            (1, 3),
+        ),
+        doc_at("lib/backoff.js", "function", "retryDelay", code, (1, 3)),
+        doc_at(
+            "lib/url.js",
+            "function",
+            "joinUrl",
+            "function joinUrl(a, b) {\n  return a + '/' + b;\n}",
+            (1, 3),
+        ),
+        doc_at(
+            "lib/headers.js",
+            "function",
+            "merge",
+            "function merge(a, b) {\n  return Object.assign({}, a, b);\n}",
+            (1, 3),
+        ),
+    ])
+    .await;
+    let top = top_paths(&g, "retry delay attempt", &QueryConfig::default());
+    assert_eq!(top[0].0, "lib/backoff.js", "{top:?}");
+    assert!(
+        top[1..3].iter().all(|t| t.0 != "lib/backoff.js"),
+        "the copies are still found: {top:?}"
+    );
+    let off = QueryConfig {
+        generated_prior: 1.0,
+        ..QueryConfig::default()
+    };
+    let top = top_paths(&g, "retry delay attempt", &off);
+    assert_ne!(
+        top[0].0, "lib/backoff.js",
+        "without the prior a copy wins: {top:?}"
+    );
+}
+
+#[tokio::test]
 async fn a_types_name_finds_its_definition_before_the_blocks_that_implement_it() {
     let (g, _cache) = generation_of(vec![
         doc_at(
