@@ -338,25 +338,6 @@ impl<'s> Walker<'s> {
 
     /// `node` as [`Walker::children`] lists it: itself, or what replaces it.
     fn children_of_one(&self, node: Node<'s>, depth: usize) -> Vec<Node<'s>> {
-        // `var plural = function (n) { … }, forms = { … }, translate = function …;`: each
-        // declarator of a function is a definition of its own.
-        if self.spec.arrow_functions
-            && matches!(node.kind(), "lexical_declaration" | "variable_declaration")
-        {
-            let mut c = node.walk();
-            let decls: Vec<Node<'s>> = node
-                .named_children(&mut c)
-                .filter(|n| n.kind() == "variable_declarator")
-                .collect();
-            if decls.len() > 1
-                && decls.iter().any(|d| {
-                    d.child_by_field_name("value")
-                        .is_some_and(|v| is_js_function(unwrap_parens(v)))
-                })
-            {
-                return decls;
-            }
-        }
         if depth < self.opts.max_depth
             && let Some(items) = self.expansions.get(&(node.start_byte(), node.end_byte()))
             && node.kind() == "macro_invocation"
@@ -470,12 +451,6 @@ impl<'s> Walker<'s> {
                     d.child_by_field_name("value")?,
                 )
             }
-            // One of several in `var plural = function (n) { … }, forms = { … };`
-            // ([`Walker::children_of_one`] lists them apart).
-            "variable_declarator" => (
-                node.child_by_field_name("name")?,
-                node.child_by_field_name("value")?,
-            ),
             _ => return None,
         };
         // `a = b = …`, `(function runInContext(context) { … })`: the innermost value.
@@ -1378,17 +1353,6 @@ fn iife_bodies<'t, 's>(node: Node<'t>, text: impl Fn(Node<'t>) -> &'s str) -> Ve
         }
     }
     out
-}
-
-/// `n` inside any parentheses around it.
-fn unwrap_parens(mut n: Node<'_>) -> Node<'_> {
-    while n.kind() == "parenthesized_expression" {
-        match n.named_child(0) {
-            Some(inner) => n = inner,
-            None => break,
-        }
-    }
-    n
 }
 
 /// An object literal with at least one method, or `key: function …` pair.

@@ -284,27 +284,6 @@ fn rust_items_inside_an_item_macro_are_definitions() {
 }
 
 #[test]
-fn each_function_of_a_declaration_of_several_is_a_definition() {
-    let src = "var plural = function (n) {\n    return n !== 1;\n  },\n  forms = { one: 'a', other: 'b' },\n  translate = function (n, key) {\n    return plural(n) ? forms.other : forms.one;\n  };\n\nvar a = 1, b = 2;\n";
-    assert_eq!(
-        definitions("javascript", src),
-        pairs(&[("function", "plural"), ("function", "translate")])
-    );
-    let recs = records("locale.js", "javascript", src);
-    let translate = by_symbol(&recs, "translate");
-    assert!(
-        translate.text.starts_with("translate = function (n, key)"),
-        "{}",
-        translate.text
-    );
-    assert!(
-        recs.iter()
-            .any(|r| r.kind == crate::Kind::Code && r.text.contains("forms = { one")),
-        "what is not a function stays code"
-    );
-}
-
-#[test]
 fn members_of_an_object_assigned_to_module_exports_are_methods_of_it() {
     let (outline, recs) = fixture_case(
         "context.js",
