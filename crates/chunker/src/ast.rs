@@ -339,6 +339,12 @@ impl<'s> Walker<'s> {
     /// `node` as [`Walker::children`] lists it: itself, or what replaces it.
     fn children_of_one(&self, node: Node<'s>, depth: usize) -> Vec<Node<'s>> {
         if depth < self.opts.max_depth
+            && self.spec.conditionals.contains(&node.kind())
+            && let Some(statements) = self.conditional_statements(node, depth)
+        {
+            return statements;
+        }
+        if depth < self.opts.max_depth
             && let Some(items) = self.expansions.get(&(node.start_byte(), node.end_byte()))
             && node.kind() == "macro_invocation"
         {
@@ -363,6 +369,38 @@ impl<'s> Walker<'s> {
             return out;
         }
         vec![node]
+    }
+
+    /// The statements of a conditional's blocks (`if`, `elif`, `else`, `try`, `except`,
+    /// `finally`), as [`Walker::children`] lists them, when one of them is a definition; the
+    /// heads between them (`if _mswindows:`, `else:`) are left to the code around the
+    /// statements. `None` when the conditional defines nothing: it stays one statement.
+    fn conditional_statements(&self, node: Node<'s>, depth: usize) -> Option<Vec<Node<'s>>> {
+        // Blocks and the comments before them (a comment under `except ImportError:` belongs
+        // to the clause, not to its block), in order.
+        let mut parts = Vec::new();
+        let mut c = node.walk();
+        for child in node.named_children(&mut c) {
+            if child.kind().ends_with("_clause") {
+                let mut cc = child.walk();
+                parts.extend(child.named_children(&mut cc));
+            } else {
+                parts.push(child);
+            }
+        }
+        let mut out = Vec::new();
+        for p in parts {
+            if self.spec.comments.contains(&p.kind()) {
+                out.push(p);
+            } else if p.kind() == "block" {
+                let mut w = p.walk();
+                let named: Vec<Node<'s>> = p.named_children(&mut w).collect();
+                for n in named {
+                    out.extend(self.children_of_one(n, depth + 1));
+                }
+            }
+        }
+        out.iter().any(|n| self.as_def(*n).is_some()).then_some(out)
     }
 
     fn as_def<'t>(&self, node: Node<'t>) -> Option<(Node<'t>, Kind)> {

@@ -36,6 +36,9 @@ pub struct Spec {
     pub arrow_functions: bool,
     /// `name = lambda …` and `name = partial(…)` assignments count as functions (Python).
     pub lambdas: bool,
+    /// Conditional statements whose blocks' definitions are the enclosing scope's own, their
+    /// heads (`if _mswindows:`, `else:`) read with the definition that follows (Python).
+    pub conditionals: &'static [&'static str],
     /// Item-level macro invocations whose braces hold items are read as those items (Rust:
     /// `cfg_rt! { pub fn spawn … }`, `quickcheck! { fn prop … }`).
     pub item_macros: bool,
@@ -93,6 +96,7 @@ const BASE: Spec = Spec {
     docstrings: false,
     arrow_functions: false,
     lambdas: false,
+    conditionals: &[],
     item_macros: false,
 };
 
@@ -139,15 +143,7 @@ pub static SPECS: &[Spec] = &[
         wrappers: &["decorated_definition"],
         // What a module or class defines under a condition (`if _mswindows: class
         // STARTUPINFO`, `try: from _x import f` / `except ImportError: def f`) is its own.
-        transparent: &[
-            "if_statement",
-            "elif_clause",
-            "else_clause",
-            "try_statement",
-            "except_clause",
-            "finally_clause",
-            "block",
-        ],
+        conditionals: &["if_statement", "try_statement"],
         bodies: &["block"],
         imports: &[
             "import_statement",
@@ -531,6 +527,7 @@ pub fn derive_spec(name: &str, lang: &Language) -> Spec {
         docstrings: false,
         arrow_functions: false,
         lambdas: false,
+        conditionals: &[],
         item_macros: false,
     }
 }
@@ -565,6 +562,7 @@ mod tests {
                 .map(|(k, _)| *k)
                 .chain(spec.wrappers.iter().copied())
                 .chain(spec.transparent.iter().copied())
+                .chain(spec.conditionals.iter().copied())
                 .chain(spec.bodies.iter().copied())
                 .chain(spec.comments.iter().copied())
                 .chain(spec.attributes.iter().copied())

@@ -60,7 +60,9 @@ async fn ensure_model(cfg: &Config, embedder: EmbedderKind) -> anyhow::Result<()
     if embedder != EmbedderKind::Local {
         return Ok(());
     }
-    let dir = trawl_embed::model_dir(&cfg.embed);
+    // The code-tuned model is derived here, without a download, when its base is installed.
+    let dir = trawl_embed::ready_model_dir(&cfg.embed)
+        .context("cannot derive the code-tuned model from the installed base model")?;
     if cfg.embed.model_dir.as_os_str().is_empty() && !local::is_installed(&dir) {
         eprintln!(
             "index: the local embedding model is not installed; downloading all-MiniLM-L6-v2 (84 MB) into {}",

@@ -43,16 +43,17 @@ const EXAMPLE_DIRS: [&str; 9] = [
     "benchmarks",
 ];
 const DOC_DIRS: [&str; 3] = ["docs", "doc", "documentation"];
-const GENERATED_DIRS: [&str; 8] = [
+const GENERATED_DIRS: [&str; 7] = [
     "vendor",
     "vendored",
     "third_party",
     "third-party",
     "node_modules",
     "bower_components",
-    "dist",
     "__generated__",
 ];
+/// What a bundler writes into `dist/` (Go's `src/cmd/dist` is source: only these count).
+const BUNDLE_EXTS: [&str; 7] = ["js", "mjs", "cjs", "jsx", "ts", "css", "map"];
 const PROSE_EXTS: [&str; 7] = ["md", "markdown", "mdx", "rst", "txt", "adoc", "org"];
 
 /// The role of a file.
@@ -62,7 +63,7 @@ pub fn role(path: &str, kind: ChunkKind) -> Role {
     }
     let lower = path.to_lowercase();
     let (parts, stem, ext) = split(&lower);
-    if generated(&parts, stem) {
+    if !tests(&parts, stem, ext) && generated(&parts, stem, ext) {
         return Role::Generated;
     }
     // Type declarations (`index.d.ts`, `.pyi` stubs) describe an API the code implements.
@@ -88,8 +89,9 @@ pub fn role(path: &str, kind: ChunkKind) -> Role {
 
 /// Whether a file is vendored, built or generated: under such a directory, or named as
 /// the output of a bundler or a code generator.
-fn generated(dirs: &[&str], stem: &str) -> bool {
+fn generated(dirs: &[&str], stem: &str, ext: &str) -> bool {
     dirs.iter().any(|p| GENERATED_DIRS.contains(p))
+        || (dirs.contains(&"dist") && BUNDLE_EXTS.contains(&ext))
         || [
             ".min",
             ".bundle",
@@ -166,6 +168,8 @@ mod tests {
             "src/vendors.rs",
             "cmd/generate.go",
             "pkg/distribute/dist_test.go",
+            "src/cmd/dist/build.go",
+            "tests/test_generated.py",
         ] {
             assert_ne!(role(path, ChunkKind::Function), Role::Generated, "{path}");
         }

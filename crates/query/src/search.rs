@@ -380,14 +380,7 @@ pub fn candidates_with(
             }
         }
         for k in defs {
-            // A type's own definition comes before the blocks that implement it
-            // (`struct Walker` before `impl Walker`, `impl Display for Walker`).
-            let own = if doc(k).kind == ChunkKind::Impl {
-                0.0
-            } else {
-                DEFINITION_FIRST
-            };
-            *fused.entry(k).or_default() += boost + own;
+            *fused.entry(k).or_default() += boost + definition_first(doc(k), &key);
         }
     }
     // "Who calls X?": the callers of X's definitions, resolved by the compactor's call graph,
@@ -524,6 +517,22 @@ pub const EXACT_SYMBOL: f64 = 1.0;
 /// Added besides to a named definition that is not an `impl` block: what puts a type's
 /// definition before its implementations (less than the gap between the two tiers above).
 pub const DEFINITION_FIRST: f64 = 0.25;
+/// [`DEFINITION_FIRST`] for a definition named by `key` (normalised), 0 for an `impl` block
+/// named by its type: a type's own definition comes before the blocks that implement it
+/// (`struct Walker` before `impl Walker`, `impl Display for Walker`); an impl found by one of
+/// its members' names (`run` in a one-chunk `impl Walker`) defines that member, and counts.
+pub fn definition_first(d: &DocRow, key: &str) -> f64 {
+    let by_member = d.members.iter().any(|m| {
+        let m = normalize_symbol(m);
+        m == key || m.rsplit('.').next() == Some(key)
+    });
+    if d.kind == ChunkKind::Impl && !by_member {
+        0.0
+    } else {
+        DEFINITION_FIRST
+    }
+}
+
 /// Added to the definitions of a qualified query's member name when the owner differs.
 pub const MEMBER_SYMBOL: f64 = 0.5;
 /// A member name defined more often than this says too little to boost any of them.

@@ -456,6 +456,44 @@ async fn a_types_name_finds_its_definition_before_the_blocks_that_implement_it()
     assert_eq!(top.len(), 3, "the impl blocks follow: {top:?}");
 }
 
+#[test]
+fn an_impl_counts_as_a_definition_of_its_members_not_of_its_type() {
+    let mut small_impl = doc_at(
+        "src/walk.rs",
+        "impl",
+        "Walker",
+        "impl Walker {\n    pub fn run(&mut self) {}\n}",
+        (20, 22),
+    )
+    .doc;
+    small_impl.members = vec!["Walker.run".into()];
+    let strukt = doc_at(
+        "src/walk.rs",
+        "struct",
+        "Walker",
+        "pub struct Walker;",
+        (1, 1),
+    )
+    .doc;
+    let run = doc_at("src/task.rs", "function", "run", "pub fn run() {}", (1, 1)).doc;
+    let counts = |d: &trawl_index::docs::DocRow, key: &str| search::definition_first(d, key) > 0.0;
+    for (d, key, expected) in [
+        (&small_impl, "walker", false),
+        (&strukt, "walker", true),
+        (&small_impl, "run", true),
+        (&small_impl, "walker.run", true),
+        (&run, "run", true),
+    ] {
+        assert_eq!(
+            counts(d, key),
+            expected,
+            "{} {} for {key:?}",
+            d.kind,
+            d.path
+        );
+    }
+}
+
 #[tokio::test]
 async fn a_table_of_contents_gives_its_place_to_the_definition_inside_it() {
     let toc = "module shapes: class Circle, def area(radius), def perimeter(radius), def \
