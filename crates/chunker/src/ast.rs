@@ -278,7 +278,7 @@ fn is_trivial(code: &str) -> bool {
 /// One line that opens a block whose definitions follow: a Python conditional (`if …:`,
 /// `elif …:`, `else:`, `try:`, `except …:`, `finally:`, a trailing comment allowed) or a
 /// Rust item macro (`cfg_rt! {`).
-fn is_condition_head(code: &str) -> bool {
+fn is_block_head(code: &str) -> bool {
     let code = code.trim();
     if code.contains('\n') || code.len() > 160 {
         return false;
@@ -358,17 +358,22 @@ impl<'s> Walker<'s> {
             && let bodies = iife_bodies(node, |n| self.text(n))
             && !bodies.is_empty()
         {
-            let mut out = Vec::new();
-            for body in bodies {
-                let mut w = body.walk();
-                let named: Vec<Node<'s>> = body.named_children(&mut w).collect();
-                for n in named {
-                    out.extend(self.children_of_one(n, depth + 1));
-                }
-            }
-            return out;
+            return bodies
+                .into_iter()
+                .flat_map(|b| self.statements_of(b, depth))
+                .collect();
         }
         vec![node]
+    }
+
+    /// The statements of `block`, each as [`Walker::children_of_one`] lists it.
+    fn statements_of(&self, block: Node<'s>, depth: usize) -> Vec<Node<'s>> {
+        let mut w = block.walk();
+        let named: Vec<Node<'s>> = block.named_children(&mut w).collect();
+        named
+            .into_iter()
+            .flat_map(|n| self.children_of_one(n, depth + 1))
+            .collect()
     }
 
     /// The statements of a conditional's blocks (`if`, `elif`, `else`, `try`, `except`,
@@ -393,11 +398,7 @@ impl<'s> Walker<'s> {
             if self.spec.comments.contains(&p.kind()) {
                 out.push(p);
             } else if p.kind() == "block" {
-                let mut w = p.walk();
-                let named: Vec<Node<'s>> = p.named_children(&mut w).collect();
-                for n in named {
-                    out.extend(self.children_of_one(n, depth + 1));
-                }
+                out.extend(self.statements_of(p, depth));
             }
         }
         out.iter().any(|n| self.as_def(*n).is_some()).then_some(out)
@@ -758,7 +759,7 @@ impl<'s> Walker<'s> {
             };
             // The head of the condition a definition is made under (`if os.name == "nt":`,
             // `except ImportError:`) reads with that definition: the next one.
-            let head = is_condition_head(&self.src[start..end]);
+            let head = is_block_head(&self.src[start..end]);
             let scope_code =
                 container.is_some_and(|c| matches!(c.kind, Kind::Namespace | Kind::Module));
             let small = end - start < floor && (scope_code || is_trivial(&self.src[start..end]));
