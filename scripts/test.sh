@@ -4,6 +4,12 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+# A fresh clone builds everything once: incremental caches would only add ~2 GB to a run whose
+# disk has run out before (a debug build of the workspace, its tests and the fuzz target take
+# ~10 GB). Say how much room there is, so a failure for want of space reads as one.
+export CARGO_INCREMENTAL="${CARGO_INCREMENTAL:-0}"
+echo "== disk: $(df -h . | awk 'NR==2 {print $4 " free of " $2}')"
+
 # libgit2 and libssh2 are built from source by their -sys crates, against the system OpenSSL
 # and zlib; rdkafka (later) needs the same tools.
 need=()
