@@ -450,6 +450,9 @@ impl<'s> Walker<'s> {
             {
                 return Some((node, Kind::Method));
             }
+            if self.js_call_definition(node).is_some() {
+                return Some((node, Kind::Function));
+            }
         }
         if spec.lambdas
             && let Some((_, value)) = py_assignment(node)
@@ -503,6 +506,43 @@ impl<'s> Walker<'s> {
         js_path(self.text(target)).map(|_| (target, value))
     }
 
+    /// JavaScript: a property defined by a call at statement level, `f(owner, 'name', value)`
+    /// where the value is a function or a descriptor with function members —
+    /// `defineGetter(req, 'query', function query() {…})`, `Object.defineProperty(
+    /// Foo.prototype, 'size', { get() {…} })`: the property's path (`req.query`) and the value.
+    /// A call of any other shape (`app.get('/', handler)`, `it('works', () => {…})`) is code.
+    fn js_call_definition<'t>(&self, node: Node<'t>) -> Option<(String, Node<'t>)> {
+        if node.kind() != "expression_statement" {
+            return None;
+        }
+        let call = node.named_child(0)?;
+        if call.kind() != "call_expression" {
+            return None;
+        }
+        let args = call.child_by_field_name("arguments")?;
+        let mut c = args.walk();
+        let args: Vec<Node> = args
+            .named_children(&mut c)
+            .filter(|n| !self.spec.comments.contains(&n.kind()))
+            .collect();
+        let [owner, key, value] = args.as_slice() else {
+            return None;
+        };
+        if !matches!(owner.kind(), "identifier" | "member_expression") || key.kind() != "string" {
+            return None;
+        }
+        let key = self
+            .text(*key)
+            .trim_matches(|c| matches!(c, '"' | '\'' | '`'));
+        let path = format!("{}.{key}", self.text(*owner));
+        // A function named otherwise is handed over, not defined (`on(conn, 'close', function
+        // onClose() {…})`).
+        let own = value.child_by_field_name("name").map(|n| self.text(n));
+        let defines = is_js_function(*value) && own.is_none_or(|own| own == key)
+            || value.kind() == "object" && has_function_member(*value);
+        (defines && js_path(&path).is_some()).then_some((path, *value))
+    }
+
     /// `lambda …`, `partial(…)`, `functools.partial(…)`, `partialmethod(…)`.
     fn is_py_function(&self, value: Node) -> bool {
         match value.kind() {
@@ -524,6 +564,12 @@ impl<'s> Walker<'s> {
         {
             let own = value.child_by_field_name("name").map(|n| self.text(n));
             return js_naming(self.text(target), own, kind);
+        }
+        if self.spec.arrow_functions
+            && let Some((path, value)) = self.js_call_definition(node)
+        {
+            let own = value.child_by_field_name("name").map(|n| self.text(n));
+            return js_naming(&path, own, kind);
         }
         if self.spec.arrow_functions
             && node.kind() == "pair"

@@ -96,6 +96,46 @@ fn pairs(v: &[(&str, &str)]) -> Vec<(String, String)> {
 }
 
 #[test]
+fn javascript_properties_defined_by_a_call_are_definitions() {
+    let (outline, recs) = fixture_case(
+        "getters.js",
+        "lib/connection.js",
+        "javascript",
+        &[
+            ("method", "conn.port"),
+            ("method", "conn.open"),
+            ("method", "Session.target"),
+            ("function", "defineGetter"),
+        ],
+    );
+    insta::assert_snapshot!(outline);
+    let port = recs
+        .iter()
+        .find(|r| r.qualified_name.as_deref() == Some("conn.port"))
+        .unwrap();
+    assert!(
+        port.text.starts_with("/**\n * The remote port"),
+        "{}",
+        port.text
+    );
+    assert!(
+        port.header
+            .starts_with("lib/connection.js · method conn.port\n"),
+        "{}",
+        port.header
+    );
+    // A route handler, a flag without a function and a listener named otherwise stay code.
+    let code: String = recs
+        .iter()
+        .filter(|r| r.kind == crate::Kind::Code)
+        .map(|r| r.text.as_str())
+        .collect();
+    for stays in ["__esModule", "app.get('/health'", "function onClose"] {
+        assert!(code.contains(stays), "{stays} is code: {code}");
+    }
+}
+
+#[test]
 fn commonjs_functions_defined_by_assignment_are_definitions() {
     let (outline, recs) = fixture_case(
         "response.js",
