@@ -82,6 +82,9 @@ pub struct QueryConfig {
     /// Prior of vendored, built and generated code (`vendor/`, `dist/`, `*.min.js`,
     /// `*.pb.go`), whatever the query asks for (1 = off).
     pub generated_prior: f64,
+    /// Prior of every other repository's chunks when the query names repositories by their
+    /// own name (`how does commander parse …`) (1 = off).
+    pub named_repo_prior: f64,
     /// Prior of documentation when the query asks for code (1 = off).
     pub docs_prior: f64,
     /// Prior of documentation for a question asked as a user of the code (`how can I …`,
@@ -178,6 +181,7 @@ impl Default for QueryConfig {
             message_boost: 1.0,
             test_prior: 0.5,
             generated_prior: 0.5,
+            named_repo_prior: 0.5,
             docs_prior: 0.6,
             usage_docs_prior: 1.0,
             wide_prior: 0.5,

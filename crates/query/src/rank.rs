@@ -3,7 +3,7 @@
 //! test, example, docs) is a prior, prose lends its evidence to the definitions it names, and
 //! a chunk that covers a whole file or class gives way to the member that answers.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use trawl_core::ChunkKind;
 use trawl_core::config::QueryConfig;
@@ -606,6 +606,37 @@ pub fn adjust<'a, S: std::hash::BuildHasher>(
     for (key, v) in fused.iter_mut() {
         *v *= prior(doc(*key), wants, history, params);
     }
+    if params.named_repo_prior < 1.0 {
+        let named = named_repositories(query, fused.keys().map(|k| doc(*k).repo_id.as_str()));
+        if !named.is_empty() {
+            for (key, v) in fused.iter_mut() {
+                if !named.contains(doc(*key).repo_id.as_str()) {
+                    *v *= params.named_repo_prior;
+                }
+            }
+        }
+    }
+}
+
+/// The repositories among `repos` that the query names by their own name, as a word of it
+/// (`what does commander do …`, `env_logger-0.11.8/src/…`, `click.edit`): case aside, not
+/// inside a longer word (`clicks`, `sky`). Names shorter than two characters are never
+/// read.
+pub fn named_repositories<'r>(
+    query: &str,
+    repos: impl Iterator<Item = &'r str>,
+) -> HashSet<&'r str> {
+    let q = query.to_lowercase();
+    let word = |c: Option<char>| c.is_some_and(|c| c.is_alphanumeric() || c == '_');
+    repos
+        .filter(|repo| {
+            let name = repo.rsplit('/').next().unwrap_or(repo).to_lowercase();
+            name.chars().count() >= 2
+                && q.match_indices(name.as_str()).any(|(at, m)| {
+                    !word(q[..at].chars().next_back()) && !word(q[at + m.len()..].chars().next())
+                })
+        })
+        .collect()
 }
 
 /// How many times deeper the arms look for a pasted message.

@@ -12,6 +12,7 @@ use trawl_index::VectorData;
 
 use crate::access::Access;
 use crate::index::Generation;
+use crate::rank;
 use crate::request::{Mode, SearchRequest};
 use crate::search::{self, Filter};
 
@@ -419,6 +420,83 @@ async fn the_repositorys_own_code_ranks_before_its_vendored_or_bundled_copy() {
     assert_ne!(
         top[0].0, "lib/backoff.js",
         "without the prior a copy wins: {top:?}"
+    );
+}
+
+/// `doc_at`, in repository `repo`.
+fn doc_in(repo: &str, path: &str, symbol: &str, text: &str) -> LiveDoc {
+    let mut d = doc_at(path, "function", symbol, text, (1, 3));
+    d.doc.repo_id = trawl_core::RepoId::parse(repo).unwrap();
+    d.doc.chunk_id = trawl_core::hash::chunk_id(&d.doc.repo_id, path, "function", symbol, 0);
+    d
+}
+
+#[tokio::test]
+async fn a_question_that_names_a_repository_is_answered_from_it() {
+    let (g, _cache) = generation_of(vec![
+        doc_in(
+            "github.com/acme/commander",
+            "lib/options.js",
+            "parseOptions",
+            "function parseOptions(argv) {\n  // parse the flags of a command\n}",
+        ),
+        doc_in(
+            "github.com/acme/cobra",
+            "args.go",
+            "parseFlags",
+            "func parseFlags(args []string) {\n  // parse the flags of a subcommand\n}",
+        ),
+        doc_in(
+            "github.com/acme/click",
+            "src/parser.py",
+            "parse_args",
+            "def parse_args(args):\n    # parse the flags\n    pass",
+        ),
+    ])
+    .await;
+    let q = "how does commander parse the flags of a subcommand";
+    let off = QueryConfig {
+        named_repo_prior: 1.0,
+        ..QueryConfig::default()
+    };
+    assert_eq!(top_paths(&g, q, &off)[0].0, "args.go", "on words alone");
+    assert_eq!(
+        top_paths(&g, q, &QueryConfig::default())[0].0,
+        "lib/options.js"
+    );
+    // A question that names none keeps the order of its words.
+    let q = "how are the flags of a subcommand parsed";
+    assert_eq!(top_paths(&g, q, &QueryConfig::default())[0].0, "args.go");
+}
+
+#[test]
+fn a_repository_is_named_by_a_whole_word_of_the_question() {
+    let repos = [
+        "github.com/pallets/click",
+        "github.com/rust-cli/env_logger",
+        "github.com/koajs/koa",
+        "github.com/x/y",
+    ];
+    let named = |q: &str| {
+        let mut v: Vec<&str> = rank::named_repositories(q, repos.iter().copied())
+            .into_iter()
+            .collect();
+        v.sort_unstable();
+        v
+    };
+    assert_eq!(
+        named("EDITOR env var for click.edit"),
+        ["github.com/pallets/click"]
+    );
+    assert!(named("what happens when a user double-clicks the binary").is_empty());
+    assert_eq!(
+        named("panicked at src/env_logger-0.11.8/src/logger.rs"),
+        ["github.com/rust-cli/env_logger"]
+    );
+    assert_eq!(named("KOA:APPLICATION listen"), ["github.com/koajs/koa"]);
+    assert!(
+        named("why is y not x").is_empty(),
+        "one letter names nothing"
     );
 }
 
