@@ -930,6 +930,14 @@ impl<'s> Walker<'s> {
                     name: name.clone(),
                 };
                 let children = self.children(body, depth);
+                // A container of fields alone (a long struct or enum) is cut into its parts;
+                // an outline of it would repeat them.
+                if !self.items(&children).iter().any(|i| i.def.is_some()) {
+                    let mut inner = scope.to_vec();
+                    inner.push(me.clone());
+                    self.block(&children, start, end, &inner, parent, Some(&me), depth + 1);
+                    return;
+                }
                 let skeleton = self.skeleton(start, body, &children);
                 let mut p = Piece::new(Kind::ClassSkeleton, start, end, String::new());
                 p.symbol = Some(name.clone());
@@ -1253,11 +1261,12 @@ impl<'s> Walker<'s> {
                 Some((node, _)) => {
                     let body = self.body_of(node);
                     let sig_end = body.map_or(item.end, |b| b.start_byte());
-                    let mut s = self.src[item.start..sig_end].trim_end().to_owned();
+                    let mut s = self.skeleton_lead(item);
+                    s.push_str(self.src[item.node.start_byte()..sig_end].trim_end());
                     if let Some(doc) = body.and_then(|b| self.docstring(b)) {
                         s.push('\n');
                         s.push_str(&line_indent(self.src, doc.start_byte()));
-                        s.push_str(self.text(doc));
+                        s.push_str(&first_line(self.text(doc)));
                     }
                     if body.is_some() {
                         s.push_str(" …");
@@ -1265,7 +1274,7 @@ impl<'s> Walker<'s> {
                     s
                 }
                 None => {
-                    let t = &self.src[item.start..item.end];
+                    let t = self.src[item.start..item.end].trim_end();
                     match t.find('\n') {
                         Some(i) if t.len() > 200 => format!("{} …", t[..i].trim_end()),
                         _ => t.to_owned(),
@@ -1275,6 +1284,35 @@ impl<'s> Walker<'s> {
             out.push('\n');
             out.push_str(&indent);
             out.push_str(&text);
+        }
+        out
+    }
+
+    /// What stands above a member in a skeleton: its attributes and decorators whole, its
+    /// comments by their first line of words (the member's own chunk has them whole), each
+    /// on its own line.
+    fn skeleton_lead(&self, item: &Item) -> String {
+        let mut above = Vec::new();
+        let mut n = item.node.prev_sibling();
+        while let Some(p) = n.filter(|p| p.start_byte() >= item.start) {
+            above.push(p);
+            n = p.prev_sibling();
+        }
+        let mut out = String::new();
+        let mut commented = false;
+        for p in above.into_iter().rev() {
+            let text = if self.spec.comments.contains(&p.kind()) {
+                if commented {
+                    continue;
+                }
+                commented = true;
+                first_line(self.text(p))
+            } else {
+                self.text(p).to_owned()
+            };
+            out.push_str(text.trim_start());
+            out.push('\n');
+            out.push_str(&line_indent(self.src, item.node.start_byte()));
         }
         out
     }
@@ -1373,6 +1411,28 @@ fn py_assignment(node: Node<'_>) -> Option<(Node<'_>, Node<'_>)> {
     (a.kind() == "assignment" && target.kind() == "identifier")
         .then(|| Some((target, a.child_by_field_name("right")?)))
         .flatten()
+}
+
+/// The first line of a comment or docstring that holds words (`/**` alone does not), with
+/// ` …` when more follows.
+fn first_line(text: &str) -> String {
+    let mut lines = text.lines().map(str::trim).filter(|l| !l.is_empty());
+    let Some(first) = lines.next() else {
+        return String::new();
+    };
+    // `/**` or `"""` alone: the opener, then the next line without its `*`.
+    let (line, more) = if first.chars().any(char::is_alphanumeric) {
+        (first.to_owned(), lines.next().is_some())
+    } else {
+        match lines.next() {
+            Some(l) => (
+                format!("{first} {}", l.trim_start_matches('*').trim_start()),
+                lines.next().is_some(),
+            ),
+            None => return first.to_owned(),
+        }
+    };
+    if more { format!("{line} …") } else { line }
 }
 
 fn is_js_function(n: Node) -> bool {

@@ -136,6 +136,55 @@ fn javascript_properties_defined_by_a_call_are_definitions() {
 }
 
 #[test]
+fn a_skeleton_outlines_its_members_without_repeating_their_docs() {
+    let mut src = String::from("/// A store of settings.\npub struct Settings {\n");
+    for i in 0..40 {
+        let _ = writeln!(
+            src,
+            "    /// Field {i}, read at start.\n    pub field_{i}: u32,"
+        );
+    }
+    src.push_str("}\n\nimpl Settings {\n");
+    for i in 0..12 {
+        let _ = writeln!(
+            src,
+            "    /// Reads value {i}.\n    ///\n    /// It is cached after the first read, and the cache is\n    /// dropped when the settings change.\n    #[inline]\n    pub fn value_{i}(&self) -> u32 {{\n        let v = self.field_{i} * {i};\n        v + 1\n    }}\n"
+        );
+    }
+    src.push_str("}\n");
+    let recs = records("src/settings.rs", "rust", &src);
+    let skeleton: String = recs
+        .iter()
+        .filter(|r| r.kind == crate::Kind::ClassSkeleton && r.symbol.as_deref() == Some("Settings"))
+        .map(|r| r.text.as_str())
+        .collect();
+    assert!(
+        skeleton
+            .contains("    /// Reads value 3.\n    #[inline]\n    pub fn value_3(&self) -> u32 …"),
+        "a member: its first line of doc, its attributes and its signature: {skeleton}"
+    );
+    assert!(
+        !skeleton.contains("cache is"),
+        "the rest of its doc is in its own chunk"
+    );
+    let method = by_symbol(&recs, "value_3");
+    assert!(
+        method
+            .text
+            .contains("/// dropped when the settings change."),
+        "{}",
+        method.text
+    );
+    // The struct, fields alone, is cut into its parts with no outline to repeat them.
+    assert!(skeleton.starts_with("impl Settings {"), "{skeleton}");
+    let parts = recs
+        .iter()
+        .filter(|r| r.kind == crate::Kind::Struct)
+        .count();
+    assert!(parts >= 2, "{parts}");
+}
+
+#[test]
 fn commonjs_functions_defined_by_assignment_are_definitions() {
     let (outline, recs) = fixture_case(
         "response.js",
