@@ -426,7 +426,7 @@ impl<'s> Walker<'s> {
             if matches!(kind, Kind::Namespace | Kind::Module) && self.body_of(node).is_none() {
                 return None;
             }
-            return Some((node, kind));
+            return Some((node, go_interface(node).unwrap_or(kind)));
         }
         if spec.arrow_functions {
             if let Some((_, value)) = self.js_assignment(node) {
@@ -1411,6 +1411,23 @@ fn py_assignment(node: Node<'_>) -> Option<(Node<'_>, Node<'_>)> {
     (a.kind() == "assignment" && target.kind() == "identifier")
         .then(|| Some((target, a.child_by_field_name("right")?)))
         .flatten()
+}
+
+/// Go: `type Router interface { … }` is an interface (every other `type` declaration is
+/// read as a struct).
+fn go_interface(node: Node) -> Option<Kind> {
+    if node.kind() != "type_declaration" {
+        return None;
+    }
+    let mut c = node.walk();
+    let specs: Vec<Node> = node
+        .named_children(&mut c)
+        .filter(|n| matches!(n.kind(), "type_spec" | "type_alias"))
+        .collect();
+    let [spec] = specs.as_slice() else {
+        return None;
+    };
+    (spec.child_by_field_name("type")?.kind() == "interface_type").then_some(Kind::Interface)
 }
 
 /// The first line of a comment or docstring that holds words (`/**` alone does not), with

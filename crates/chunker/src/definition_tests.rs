@@ -479,6 +479,7 @@ fn go_methods_keep_their_receiver() {
             ("struct", "Cache"),
             ("method", "Cache.Put"),
             ("function", "New"),
+            ("interface", "Getter"),
         ],
     );
     insta::assert_snapshot!(outline);
