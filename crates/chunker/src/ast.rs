@@ -363,6 +363,14 @@ impl<'s> Walker<'s> {
                 .flat_map(|b| self.statements_of(b, depth))
                 .collect();
         }
+        if self.spec.groups.contains(&node.kind()) {
+            let mut c = node.walk();
+            let parts: Vec<Node<'s>> = node.named_children(&mut c).collect();
+            let defs = parts.iter().filter(|n| self.as_def(**n).is_some()).count();
+            if defs > 1 {
+                return parts;
+            }
+        }
         vec![node]
     }
 
@@ -1119,11 +1127,14 @@ impl<'s> Walker<'s> {
             if e - cur <= ceiling {
                 continue; // still fits: extend the current range
             }
-            if s > cur {
+            let oversize = e - s > ceiling;
+            // What comes before a statement that is cut inside (a signature, a comment) goes
+            // with its first part when it is small, not in a part of its own.
+            if s > cur && !(oversize && s - cur <= ceiling / 4) {
                 self.push_range(cur, s, &mut out);
                 cur = s;
             }
-            if e - s > ceiling {
+            if oversize {
                 // One statement too large on its own: cut inside it.
                 let inner = match node {
                     Some(n) if depth < self.opts.max_depth => {
@@ -1132,17 +1143,17 @@ impl<'s> Walker<'s> {
                             .into_iter()
                             .map(|c| (c.start_byte(), Some(c)))
                             .collect();
-                        if pts.iter().any(|(p, _)| *p > s && *p < e) {
-                            self.pack(s, e, &pts, depth + 1)
+                        if pts.iter().any(|(p, _)| *p > cur && *p < e) {
+                            self.pack(cur, e, &pts, depth + 1)
                         } else {
-                            split_lines(self.src, s, e, ceiling, &mut self.notes)
+                            split_lines(self.src, cur, e, ceiling, &mut self.notes)
                         }
                     }
                     _ => {
                         if depth >= self.opts.max_depth {
                             self.note(Note::DepthLimit);
                         }
-                        split_lines(self.src, s, e, ceiling, &mut self.notes)
+                        split_lines(self.src, cur, e, ceiling, &mut self.notes)
                     }
                 };
                 out.extend(inner);
@@ -1414,8 +1425,12 @@ fn py_assignment(node: Node<'_>) -> Option<(Node<'_>, Node<'_>)> {
 }
 
 /// Go: `type Router interface { … }` is an interface (every other `type` declaration is
-/// read as a struct).
+/// read as a struct), alone or in a group.
 fn go_interface(node: Node) -> Option<Kind> {
+    if node.kind() == "type_spec" {
+        return (node.child_by_field_name("type")?.kind() == "interface_type")
+            .then_some(Kind::Interface);
+    }
     if node.kind() != "type_declaration" {
         return None;
     }

@@ -480,6 +480,9 @@ fn go_methods_keep_their_receiver() {
             ("method", "Cache.Put"),
             ("function", "New"),
             ("interface", "Getter"),
+            // Each type of a `type ( … )` group is a definition of its own.
+            ("struct", "Option"),
+            ("interface", "Hook"),
         ],
     );
     insta::assert_snapshot!(outline);
@@ -488,6 +491,9 @@ fn go_methods_keep_their_receiver() {
         get.header
             .starts_with("store/store.go · method Store.Get\n")
     );
+    let hook = by_symbol(&recs, "Hook");
+    assert!(hook.text.starts_with("// Hook runs after a write.\n"));
+    assert!(!hook.text.contains("Option"));
 }
 
 #[test]

@@ -42,6 +42,9 @@ pub struct Spec {
     /// Item-level macro invocations whose braces hold items are read as those items (Rust:
     /// `cfg_rt! { pub fn spawn … }`, `quickcheck! { fn prop … }`).
     pub item_macros: bool,
+    /// Declarations that group several definitions (Go `type ( Option struct {…}; Handler
+    /// interface {…} )`): when one holds more than one, each is a definition of its own.
+    pub groups: &'static [&'static str],
 }
 
 const C_LIKE_COMMENTS: &[&str] = &["line_comment", "block_comment"];
@@ -98,6 +101,7 @@ const BASE: Spec = Spec {
     lambdas: false,
     conditionals: &[],
     item_macros: false,
+    groups: &[],
 };
 
 /// Preprocessor conditionals and `extern "C"` blocks: their contents count as top level.
@@ -191,7 +195,10 @@ pub static SPECS: &[Spec] = &[
             ("function_declaration", Kind::Function),
             ("method_declaration", Kind::Method),
             ("type_declaration", Kind::Struct),
+            ("type_spec", Kind::Struct),
+            ("type_alias", Kind::Struct),
         ],
+        groups: &["type_declaration"],
         imports: &["import_declaration"],
         calls: &[("call_expression", "function")],
         ..BASE
@@ -529,6 +536,7 @@ pub fn derive_spec(name: &str, lang: &Language) -> Spec {
         lambdas: false,
         conditionals: &[],
         item_macros: false,
+        groups: &[],
     }
 }
 

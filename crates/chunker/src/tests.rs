@@ -137,6 +137,57 @@ fn a_long_go_function_is_cut_between_statements_with_its_signature_in_the_first_
 }
 
 #[test]
+fn an_oversize_docstring_is_cut_between_its_paragraphs() {
+    // One statement with no place to cut inside it: the lines are chosen, not filled.
+    let para = |i: usize| {
+        (0..6)
+            .map(|j| {
+                format!("    Paragraph {i} line {j} explains one more thing about the call.\n")
+            })
+            .collect::<String>()
+    };
+    let doc: String = (0..12).map(|i| para(i) + "\n").collect();
+    let src = format!("def run(x):\n    \"\"\"Runs.\n\n{doc}    \"\"\"\n    return x\n");
+    let c = run("python", &src, &Options::default());
+    let parts: Vec<&crate::Piece> = c.pieces.iter().filter(|p| p.part.is_some()).collect();
+    assert!(parts.len() > 1, "{parts:?}");
+    assert!(
+        parts[0].text.starts_with("def run(x):\n    \"\"\"Runs.\n"),
+        "the signature is not a part of its own: {}",
+        parts[0].text
+    );
+    for p in parts[1..].iter().filter(|p| p.text.contains("Paragraph")) {
+        let first = p.text.lines().next().unwrap_or("");
+        assert!(
+            first.starts_with("Paragraph ") && first.contains(" line 0 "),
+            "each part begins a paragraph: {}",
+            p.text
+        );
+    }
+}
+
+#[test]
+fn an_oversize_literal_is_cut_between_its_entries() {
+    let entry = |i: usize| {
+        format!(
+            "    'key{i}': {{\n        'name': 'entry number {i}',\n        'value': {i},\n        'help': 'what entry {i} is for',\n    }},\n"
+        )
+    };
+    let body: String = (0..60).map(entry).collect();
+    let src = format!("TABLE = {{\n{body}}}\n");
+    let c = run("python", &src, &Options::default());
+    let pieces: Vec<&crate::Piece> = c.pieces.iter().filter(|p| p.kind == Kind::Code).collect();
+    assert!(pieces.len() > 1, "{pieces:?}");
+    for p in &pieces[1..] {
+        assert!(
+            p.text.starts_with("'key"),
+            "each piece begins an entry: {}",
+            p.text
+        );
+    }
+}
+
+#[test]
 fn the_windows_baseline_is_windows() {
     let src = "a".repeat(2500);
     let c = chunk(

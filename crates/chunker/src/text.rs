@@ -30,6 +30,11 @@ pub fn floor_boundary(s: &str, mut i: usize) -> usize {
 /// Cuts `src[s..e]` into ranges of at most `ceiling` bytes at line ends, and inside a line
 /// (at character boundaries) only when a single line is longer than the ceiling. Blank
 /// ranges are dropped; every non-blank byte is in some range.
+///
+/// Where a range must end, it ends at the best line start of the last two thirds of what
+/// fits ([`cut_rank`]): after a blank line, else before the least indented line, so that a
+/// long statement or docstring is cut between its paragraphs or its entries rather than
+/// inside one.
 pub fn split_lines(
     src: &str,
     s: usize,
@@ -40,12 +45,22 @@ pub fn split_lines(
     let mut out = Vec::new();
     let mut cur = s;
     let mut pos = s;
+    // The starts of the lines after `cur`, up to `pos`.
+    let mut starts: Vec<usize> = Vec::new();
     // Walk line by line; `pos` is the start of the next line.
     while pos < e {
         let line_end = src[pos..e].find('\n').map_or(e, |i| pos + i + 1);
-        if line_end - cur > ceiling && pos > cur {
-            push_trimmed(src, cur, pos, &mut out);
-            cur = pos;
+        while line_end - cur > ceiling && pos > cur {
+            let lowest = cur + ceiling / 3;
+            let cut = starts
+                .iter()
+                .copied()
+                .filter(|&p| p > lowest)
+                .min_by_key(|&p| (cut_rank(src, p), std::cmp::Reverse(p)))
+                .unwrap_or(pos);
+            push_trimmed(src, cur, cut, &mut out);
+            cur = cut;
+            starts.retain(|&p| p > cur);
         }
         if line_end - cur > ceiling {
             // One line longer than the ceiling: cut inside it.
@@ -64,11 +79,37 @@ pub fn split_lines(
                 a = b;
             }
             cur = a;
+            starts.clear();
         }
         pos = line_end;
+        if pos > cur {
+            starts.push(pos);
+        }
     }
     push_trimmed(src, cur, e, &mut out);
     out
+}
+
+/// How good a place the line starting at `at` is to begin a range (lower is better): after
+/// a blank line best, then by the line's indentation (a tab counts as four), a line that
+/// closes a bracket (`}`, `)`, `]`) as if it were indented one step more.
+fn cut_rank(src: &str, at: usize) -> usize {
+    let before = &src[..at];
+    let prev = before
+        .strip_suffix('\n')
+        .map_or("", |b| &b[b.rfind('\n').map_or(0, |i| i + 1)..]);
+    if prev.trim().is_empty() {
+        return 0;
+    }
+    let line = &src[at..];
+    let line = &line[..line.find('\n').unwrap_or(line.len())];
+    let indent: usize = line
+        .chars()
+        .take_while(|c| c.is_whitespace())
+        .map(|c| if c == '\t' { 4 } else { 1 })
+        .sum();
+    let closes = line.trim_start().starts_with(['}', ')', ']']);
+    1 + indent + if closes { 4 } else { 0 }
 }
 
 fn next_boundary(s: &str, mut i: usize) -> usize {
