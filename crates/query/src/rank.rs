@@ -140,11 +140,17 @@ pub fn classify(query: &str) -> Intent {
     let first = words[0]
         .trim_matches(|c: char| !c.is_alphanumeric())
         .to_lowercase();
-    let question = QUESTION_WORDS.contains(&first.as_str()) || t.ends_with('?');
+    let asks = QUESTION_WORDS.contains(&first.as_str());
+    let question = asks || t.ends_with('?');
+    let opens_as_error = ERROR_OPENINGS.iter().any(|o| lower.starts_with(o))
+        || words[0].ends_with("Error:")
+        || words[0].ends_with("Exception:");
+    // A message may end in a question of its own: `Error: No such option '--verbos'. Did
+    // you mean '--verbose'?`.
+    if !asks && opens_as_error && (words[0].ends_with(':') || t.contains(['\'', '"', '`'])) {
+        return Intent::Error;
+    }
     if !question {
-        let opens_as_error = ERROR_OPENINGS.iter().any(|o| lower.starts_with(o))
-            || words[0].ends_with("Error:")
-            || words[0].ends_with("Exception:");
         let says_error = lower.contains("error:")
             || lower.contains("exception:")
             || lower.contains("panicked at")
@@ -451,10 +457,14 @@ fn collapse(s: &str) -> String {
 }
 
 /// The string literals of a chunk's text (`'…'`, `"…"` on one line; `` `…` `` across
-/// lines): the messages it can produce.
-fn literals(text: &str) -> Vec<&str> {
+/// lines), their escapes undone (`\'` is `'`): the messages it can produce. A message built
+/// of several literals is one more: `'option ' + name + ' is unknown'` (JavaScript, Java)
+/// reads as `option {} is unknown`, and literals side by side (`"expected a value "
+/// "for the option"`, Python and C across lines) as one.
+fn literals(text: &str) -> Vec<String> {
     let bytes = text.as_bytes();
-    let mut out = Vec::new();
+    // Each literal's text and its byte range, quotes included.
+    let mut found: Vec<(String, usize, usize)> = Vec::new();
     let mut at = 0;
     while at < bytes.len() {
         let q = bytes[at];
@@ -477,13 +487,76 @@ fn literals(text: &str) -> Vec<&str> {
             end += 1;
         }
         if closed {
-            let lit = &text[at + 1..end];
-            if lit.len() >= 6 {
-                out.push(lit);
-            }
+            found.push((unescape(&text[at + 1..end]), at, end + 1));
             at = end + 1;
         } else {
             at += 1;
+        }
+    }
+    let mut out: Vec<String> = Vec::new();
+    for (i, (lit, _, _)) in found.iter().enumerate() {
+        if lit.len() >= 6 {
+            out.push(lit.clone());
+        }
+        // The message this literal starts, joined with the ones that continue it.
+        let mut joined = lit.clone();
+        let mut last = i;
+        for (next, s, _) in found.iter().skip(i + 1).take(MAX_JOINED - 1) {
+            let gap = &text[found[last].2..*s];
+            let Some(glue) = concatenation(gap) else {
+                break;
+            };
+            joined.push_str(glue);
+            joined.push_str(next);
+            last += 1;
+        }
+        if last > i && joined.len() >= 6 {
+            out.push(joined);
+        }
+    }
+    out
+}
+
+/// Literals one message may be joined from.
+const MAX_JOINED: usize = 6;
+
+/// What stands between two literals of one message, as it reads in a format string: `""`
+/// for literals side by side or joined by a bare `+`, `{}` for `+ expression +`; `None` when
+/// the gap is anything else (a comma, a statement, a line of code).
+fn concatenation(gap: &str) -> Option<&'static str> {
+    // A prefix of the next literal (Python's `f"…"`, `r"…"`, `b"…"`) is part of it.
+    let g = gap.trim_end_matches(['f', 'F', 'r', 'R', 'b', 'B', 'u', 'U']);
+    if gap.len() - g.len() > 2 || !g.ends_with(char::is_whitespace) && g.len() < gap.len() {
+        return None;
+    }
+    let g = g.trim();
+    if g.is_empty() || g == "+" {
+        return Some("");
+    }
+    let inner = g.strip_prefix('+')?.strip_suffix('+')?.trim();
+    let plain = !inner.is_empty()
+        && inner.len() <= 60
+        && !inner.contains([';', '\n', '{', '}', '+', '"', '\'', '`']);
+    plain.then_some("{}")
+}
+
+/// A literal's text with its escapes undone: `\'`, `\"`, `` \` ``, `\\` are the character;
+/// `\n`, `\t` a space.
+fn unescape(lit: &str) -> String {
+    if !lit.contains('\\') {
+        return lit.to_owned();
+    }
+    let mut out = String::with_capacity(lit.len());
+    let mut chars = lit.chars();
+    while let Some(c) = chars.next() {
+        if c != '\\' {
+            out.push(c);
+            continue;
+        }
+        match chars.next() {
+            Some('n' | 't' | 'r') => out.push(' '),
+            Some(e) => out.push(e),
+            None => out.push('\\'),
         }
     }
     out
@@ -495,7 +568,7 @@ fn literals(text: &str) -> Vec<&str> {
 pub fn message_match(message: &str, text: &str) -> usize {
     let mut best = 0;
     for lit in literals(text) {
-        let parts = fixed_parts(lit);
+        let parts = fixed_parts(&lit);
         if parts.is_empty() {
             continue;
         }
@@ -731,6 +804,16 @@ mod tests {
                 Intent::Error,
             ),
             ("how are unknown options reported?", Intent::Natural),
+            // A message that ends in a question of its own is still a message.
+            (
+                "Error: No such option '--verbos'. Did you mean '--verbose'?",
+                Intent::Error,
+            ),
+            (
+                "error: unknown command 'serv'. Did you mean 'serve'?",
+                Intent::Error,
+            ),
+            ("error handling when the file is missing?", Intent::Natural),
             ("where is the help text wrapped", Intent::Natural),
             ("retry delay after rate limiting", Intent::Natural),
         ] {
@@ -890,6 +973,23 @@ mod tests {
             message_match(&msg, "x = 'invalid'; y = 'nothing else'"),
             0,
             "a short fragment is not evidence"
+        );
+        // A message joined from several literals, with escaped quotes, meets them whole.
+        let concat =
+            "throw new TypeError('option \\'' + name + '\\' needs a value, got ' + typeof value);";
+        let msg = collapse("TypeError: option '--port' needs a value, got undefined");
+        assert!(
+            message_match(&msg, concat) > message_match(&msg, "x = 'needs a value, got '"),
+            "the joined message explains more than its longest literal"
+        );
+        let py = "raise BadParameter(\n    \"expected a value for \"\n    f\"{name}, found none in the environment\"\n)";
+        let msg =
+            collapse("BadParameter: expected a value for --user, found none in the environment");
+        assert!(message_match(&msg, py) >= 40, "{}", message_match(&msg, py));
+        // Literals apart in code (arguments of a call) are not one message.
+        assert_eq!(
+            literals("f('alpha beta', 'gamma delta')"),
+            ["alpha beta", "gamma delta"]
         );
         // Apostrophes in comments are not literals that match by accident.
         let rust = "// don't panic here, it's fine\nlet x = 1;";
