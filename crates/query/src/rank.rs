@@ -1001,4 +1001,46 @@ mod tests {
         let text = "Call `Client.retry_policy` or `parse_args()`; see `the docs` and `x`.";
         assert_eq!(named_symbols(text), ["client.retry_policy", "parse_args"]);
     }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig { cases: 256, ..proptest::prelude::ProptestConfig::default() })]
+
+        /// Any text, quotes, backslashes and multi-byte characters included, is read without
+        /// a panic, and no literal shorter than six bytes counts as a message.
+        #[test]
+        fn literals_of_any_text(text in r#"(\PC|['"`\\+\n ]){0,300}"#) {
+            for lit in literals(&text) {
+                proptest::prop_assert!(lit.len() >= 6);
+            }
+            let _ = message_match(&collapse(&text), &text);
+        }
+
+        /// A message printed from a format string meets the code that holds it, whatever
+        /// values fill the placeholders and whichever spelling the language uses.
+        #[test]
+        fn a_printed_message_meets_its_format_string(
+            words in proptest::collection::vec("[a-z]{3,9}", 3..8),
+            values in proptest::collection::vec("[A-Za-z0-9_./-]{1,12}", 3..8),
+            spelling in 0usize..4,
+        ) {
+            let hole = ["%s", "{}", "${x}", "%d"][spelling];
+            let mut fmt = String::new();
+            let mut msg = String::new();
+            for (i, w) in words.iter().enumerate() {
+                fmt.push_str(w);
+                msg.push_str(w);
+                if i % 2 == 1 && i + 1 < words.len() {
+                    fmt.push_str(&format!(" {hole} "));
+                    msg.push_str(&format!(" {} ", values[i % values.len()]));
+                } else {
+                    fmt.push(' ');
+                    msg.push(' ');
+                }
+            }
+            let code = format!("throw new Error(`{}`);", fmt.trim());
+            let matched = message_match(&collapse(&msg), &code);
+            let letters: usize = words.iter().map(String::len).sum();
+            proptest::prop_assert!(letters < 10 || matched > 0, "{msg} / {code}");
+        }
+    }
 }
