@@ -276,10 +276,15 @@ fn is_trivial(code: &str) -> bool {
 }
 
 /// One line that opens a block whose definitions follow: a Python conditional (`if …:`,
-/// `elif …:`, `else:`, `try:`, `except …:`, `finally:`, a trailing comment allowed) or a
-/// Rust item macro (`cfg_rt! {`).
+/// `elif …:`, `else:`, `try:`, `except …:`, `finally:`, a trailing comment allowed), a
+/// Rust item macro (`cfg_rt! {`), or a Go group of types (`type (`, with the comment above
+/// it).
 fn is_block_head(code: &str) -> bool {
     let code = code.trim();
+    let mut lines = code.lines().map(str::trim).filter(|l| !l.is_empty()).rev();
+    if lines.next() == Some("type (") && lines.all(|l| l.starts_with("//")) {
+        return true;
+    }
     if code.contains('\n') || code.len() > 160 {
         return false;
     }
