@@ -172,6 +172,7 @@ pub fn chunk(
         out: Vec::new(),
         notes: Vec::new(),
         expansions,
+        stem: file_stem(path),
     };
     if root.has_error() {
         w.notes.push(Note::SyntaxErrors);
@@ -251,6 +252,9 @@ struct Walker<'s> {
     /// The items an item-level macro invocation holds, by the invocation's byte range
     /// ([`item_macros`]).
     expansions: HashMap<(usize, usize), Vec<Node<'s>>>,
+    /// The file's name without its extension (`bind` for `lib/helpers/bind.js`): the name a
+    /// module's anonymous default export is imported by.
+    stem: &'s str,
 }
 
 fn is_blank(s: &str) -> bool {
@@ -420,6 +424,15 @@ impl<'s> Walker<'s> {
     fn as_def<'t>(&self, node: Node<'t>) -> Option<(Node<'t>, Kind)> {
         let spec = self.spec;
         if spec.wrappers.contains(&node.kind()) {
+            // `export default function (config) {…}`, `export default (config) => {…}`,
+            // `export default isSupported && function (config) {…}`: the module's function,
+            // known by the file's name.
+            if spec.arrow_functions
+                && let Some(value) = node.child_by_field_name("value")
+                && is_js_function(exported_function(value))
+            {
+                return Some((node, Kind::Function));
+            }
             let inner = node
                 .child_by_field_name("definition")
                 .or_else(|| node.child_by_field_name("declaration"))
@@ -598,9 +611,19 @@ impl<'s> Walker<'s> {
         {
             return (None, self.text(target).to_owned(), kind);
         }
-        let name = self
-            .name_of(node)
-            .unwrap_or_else(|| "<anonymous>".to_owned());
+        // What `export default` makes without a name (a function, a class) is known by the
+        // file's name, as it is imported.
+        let default_export = node
+            .parent()
+            .is_some_and(|p| p.kind() == "export_statement")
+            || node.kind() == "export_statement";
+        let name = self.name_of(node).unwrap_or_else(|| {
+            if self.spec.arrow_functions && default_export && !self.stem.is_empty() {
+                self.stem.to_owned()
+            } else {
+                "<anonymous>".to_owned()
+            }
+        });
         // Go: `func (s *Store) Get(…)` → `Store.Get`.
         if let Some(receiver) = node.child_by_field_name("receiver") {
             let mut c = receiver.walk();
@@ -1470,6 +1493,37 @@ fn first_line(text: &str) -> String {
         }
     };
     if more { format!("{line} …") } else { line }
+}
+
+/// The function a default export's value holds: the value itself, or what a guard
+/// (`isSupported && function …`) or parentheses (`(async (config) => {…})`) wrap.
+fn exported_function(mut value: Node) -> Node {
+    for _ in 0..4 {
+        value = match value.kind() {
+            "parenthesized_expression" => match value.named_child(0) {
+                Some(v) => v,
+                None => break,
+            },
+            "binary_expression"
+                if value
+                    .child_by_field_name("operator")
+                    .is_some_and(|o| matches!(o.kind(), "&&" | "||")) =>
+            {
+                match value.child_by_field_name("right") {
+                    Some(v) => v,
+                    None => break,
+                }
+            }
+            _ => break,
+        };
+    }
+    value
+}
+
+/// `lib/helpers/bind.js` → `bind`; `src/index.ts` → `index`.
+fn file_stem(path: &str) -> &str {
+    let name = path.rsplit(['/', '\\']).next().unwrap_or(path);
+    name.split('.').next().unwrap_or(name)
 }
 
 fn is_js_function(n: Node) -> bool {

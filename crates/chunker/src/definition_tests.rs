@@ -96,6 +96,69 @@ fn pairs(v: &[(&str, &str)]) -> Vec<(String, String)> {
 }
 
 #[test]
+fn an_anonymous_default_export_is_known_by_its_file_name() {
+    let cases: &[(&str, &str, &str, &str)] = &[
+        (
+            "lib/helpers/resolveConfig.js",
+            "javascript",
+            "import mergeConfig from './mergeConfig.js';\n\n/** Resolves the request's config. */\nexport default (config) => {\n  const newConfig = mergeConfig({}, config);\n  return newConfig;\n};\n",
+            "function",
+        ),
+        (
+            "src/utils/is-network-error.ts",
+            "typescript",
+            "export default function (error: unknown): boolean {\n  return error instanceof TypeError && error.message === 'Failed to fetch';\n}\n",
+            "function",
+        ),
+        (
+            "lib/adapters/xhr.js",
+            "javascript",
+            "const isXHRAdapterSupported = typeof XMLHttpRequest !== 'undefined';\n\nexport default isXHRAdapterSupported && function (config) {\n  return new Promise((resolve) => resolve(config));\n};\n",
+            "function",
+        ),
+        (
+            "lib/adapters/fetch.js",
+            "javascript",
+            "export default isFetchSupported && (async (config) => {\n  const response = await fetch(config.url);\n  return response;\n});\n",
+            "function",
+        ),
+        (
+            "lib/core/Store.js",
+            "javascript",
+            "export default class {\n  get(key) {\n    return this.map.get(key);\n  }\n}\n",
+            "class",
+        ),
+    ];
+    for (path, lang, src, kind) in cases {
+        let stem = path.rsplit('/').next().unwrap().split('.').next().unwrap();
+        let recs = records(path, lang, src);
+        let def = recs
+            .iter()
+            .find(|r| r.kind.to_string() == *kind)
+            .unwrap_or_else(|| panic!("{path}: no {kind} in {recs:?}"));
+        assert_eq!(def.symbol.as_deref(), Some(stem), "{path}");
+        assert!(
+            def.header.starts_with(&format!("{path} · {kind} {stem}\n")),
+            "{}",
+            def.header
+        );
+    }
+    // A default export that is no function stays code; a named one keeps its name.
+    let recs = records(
+        "lib/defaults.js",
+        "javascript",
+        "export default { timeout: 0 };\n",
+    );
+    assert!(recs.iter().all(|r| r.symbol.as_deref() != Some("defaults")));
+    let recs = records(
+        "lib/helpers/bind.js",
+        "javascript",
+        "export default function bind(fn, thisArg) {\n  return function wrap() {\n    return fn.apply(thisArg, arguments);\n  };\n}\n",
+    );
+    assert!(recs.iter().any(|r| r.symbol.as_deref() == Some("bind")));
+}
+
+#[test]
 fn javascript_properties_defined_by_a_call_are_definitions() {
     let (outline, recs) = fixture_case(
         "getters.js",
