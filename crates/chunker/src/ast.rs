@@ -280,15 +280,10 @@ fn is_trivial(code: &str) -> bool {
 }
 
 /// One line that opens a block whose definitions follow: a Python conditional (`if …:`,
-/// `elif …:`, `else:`, `try:`, `except …:`, `finally:`, a trailing comment allowed), a
-/// Rust item macro (`cfg_rt! {`), or a Go group of types (`type (`, with the comment above
-/// it).
+/// `elif …:`, `else:`, `try:`, `except …:`, `finally:`, a trailing comment allowed) or a
+/// Rust item macro (`cfg_rt! {`).
 fn is_block_head(code: &str) -> bool {
     let code = code.trim();
-    let mut lines = code.lines().map(str::trim).filter(|l| !l.is_empty()).rev();
-    if lines.next() == Some("type (") && lines.all(|l| l.starts_with("//")) {
-        return true;
-    }
     if code.contains('\n') || code.len() > 160 {
         return false;
     }
@@ -613,11 +608,11 @@ impl<'s> Walker<'s> {
         }
         // What `export default` makes without a name (a function, a class) is known by the
         // file's name, as it is imported.
-        let default_export = node
-            .parent()
-            .is_some_and(|p| p.kind() == "export_statement")
-            || node.kind() == "export_statement";
         let name = self.name_of(node).unwrap_or_else(|| {
+            let default_export = node.kind() == "export_statement"
+                || node
+                    .parent()
+                    .is_some_and(|p| p.kind() == "export_statement");
             if self.spec.arrow_functions && default_export && !self.stem.is_empty() {
                 self.stem.to_owned()
             } else {
@@ -835,13 +830,24 @@ impl<'s> Walker<'s> {
         let ceiling = self.opts.ceiling;
         let mut i = 0;
         while i < segs.len() {
-            let Seg::Code { start, end, .. } = segs[i] else {
+            let Seg::Code {
+                start,
+                end,
+                ref nodes,
+            } = segs[i]
+            else {
                 i += 1;
                 continue;
             };
             // The head of the condition a definition is made under (`if os.name == "nt":`,
-            // `except ImportError:`) reads with that definition: the next one.
-            let head = is_block_head(&self.src[start..end]);
+            // `except ImportError:`), and the opening of a group its definition is the first
+            // of (Go's `type (`, with the comments above it), read with that definition: the
+            // next one.
+            let opens_group = matches!(segs.get(i + 1), Some(Seg::Def { item, .. })
+            if item.node.parent().is_some_and(|g| {
+                self.spec.groups.contains(&g.kind()) && g.start_byte() >= start
+            })) && nodes.iter().all(|n| self.spec.comments.contains(&n.kind()));
+            let head = opens_group || is_block_head(&self.src[start..end]);
             let scope_code =
                 container.is_some_and(|c| matches!(c.kind, Kind::Namespace | Kind::Module));
             let small = end - start < floor && (scope_code || is_trivial(&self.src[start..end]));

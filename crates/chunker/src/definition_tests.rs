@@ -76,6 +76,13 @@ fn by_symbol<'r>(recs: &'r [ChunkRecord], symbol: &str) -> &'r ChunkRecord {
         .unwrap_or_else(|| panic!("no chunk of {symbol}"))
 }
 
+/// The first chunk of the qualified name `q`.
+fn by_qualified<'r>(recs: &'r [ChunkRecord], q: &str) -> &'r ChunkRecord {
+    recs.iter()
+        .find(|r| r.qualified_name.as_deref() == Some(q))
+        .unwrap_or_else(|| panic!("no chunk of {q}"))
+}
+
 /// Fixture `name` chunked as `path`, after checking that its definitions are `expected`:
 /// its outline (for a snapshot) and its records.
 fn fixture_case(
@@ -172,10 +179,7 @@ fn javascript_properties_defined_by_a_call_are_definitions() {
         ],
     );
     insta::assert_snapshot!(outline);
-    let port = recs
-        .iter()
-        .find(|r| r.qualified_name.as_deref() == Some("conn.port"))
-        .unwrap();
+    let port = by_qualified(&recs, "conn.port");
     assert!(
         port.text.starts_with("/**\n * The remote port"),
         "{}",
@@ -266,10 +270,7 @@ fn commonjs_functions_defined_by_assignment_are_definitions() {
         ],
     );
     insta::assert_snapshot!(outline);
-    let status = recs
-        .iter()
-        .find(|r| r.qualified_name.as_deref() == Some("res.status"))
-        .unwrap();
+    let status = by_qualified(&recs, "res.status");
     assert_eq!(status.symbol.as_deref(), Some("status"));
     assert_eq!(status.kind, crate::Kind::Method);
     assert!(status.text.starts_with("/**\n * Set the HTTP status code"));
