@@ -3,6 +3,7 @@
 //! test, example, docs) is a prior, prose lends its evidence to the definitions it names, and
 //! a chunk that covers a whole file or class gives way to the member that answers.
 
+use std::borrow::Cow;
 use std::collections::{HashMap, HashSet};
 
 use trawl_core::ChunkKind;
@@ -461,10 +462,10 @@ fn collapse(s: &str) -> String {
 /// of several literals is one more: `'option ' + name + ' is unknown'` (JavaScript, Java)
 /// reads as `option {} is unknown`, and literals side by side (`"expected a value "
 /// "for the option"`, Python and C across lines) as one.
-fn literals(text: &str) -> Vec<String> {
+fn literals(text: &str) -> Vec<Cow<'_, str>> {
     let bytes = text.as_bytes();
     // Each literal's text and its byte range, quotes included.
-    let mut found: Vec<(String, usize, usize)> = Vec::new();
+    let mut found: Vec<(Cow<'_, str>, usize, usize)> = Vec::new();
     let mut at = 0;
     while at < bytes.len() {
         let q = bytes[at];
@@ -493,27 +494,22 @@ fn literals(text: &str) -> Vec<String> {
             at += 1;
         }
     }
-    let mut out: Vec<String> = Vec::new();
-    for (i, (lit, _, _)) in found.iter().enumerate() {
-        if lit.len() >= 6 {
-            out.push(lit.clone());
-        }
-        // The message this literal starts, joined with the ones that continue it.
-        let mut joined = lit.clone();
-        let mut last = i;
-        for (next, s, _) in found.iter().skip(i + 1).take(MAX_JOINED - 1) {
-            let gap = &text[found[last].2..*s];
-            let Some(glue) = concatenation(gap) else {
+    let mut out: Vec<Cow<'_, str>> = Vec::new();
+    for i in 0..found.len() {
+        // The message this literal starts, joined with the ones that continue it (built only
+        // when one does).
+        let mut joined: Option<String> = None;
+        for k in i + 1..(i + MAX_JOINED).min(found.len()) {
+            let Some(glue) = concatenation(&text[found[k - 1].2..found[k].1]) else {
                 break;
             };
-            joined.push_str(glue);
-            joined.push_str(next);
-            last += 1;
+            let j = joined.get_or_insert_with(|| found[i].0.to_string());
+            j.push_str(glue);
+            j.push_str(&found[k].0);
         }
-        if last > i && joined.len() >= 6 {
-            out.push(joined);
-        }
+        out.extend(joined.filter(|j| j.len() >= 6).map(Cow::Owned));
     }
+    out.extend(found.into_iter().map(|f| f.0).filter(|l| l.len() >= 6));
     out
 }
 
@@ -542,9 +538,9 @@ fn concatenation(gap: &str) -> Option<&'static str> {
 
 /// A literal's text with its escapes undone: `\'`, `\"`, `` \` ``, `\\` are the character;
 /// `\n`, `\t` a space.
-fn unescape(lit: &str) -> String {
+fn unescape(lit: &str) -> Cow<'_, str> {
     if !lit.contains('\\') {
-        return lit.to_owned();
+        return Cow::Borrowed(lit);
     }
     let mut out = String::with_capacity(lit.len());
     let mut chars = lit.chars();
@@ -559,7 +555,7 @@ fn unescape(lit: &str) -> String {
             None => out.push('\\'),
         }
     }
-    out
+    Cow::Owned(out)
 }
 
 /// How much of a pasted message (lowercased, collapsed) one of the chunk's string literals
