@@ -464,10 +464,14 @@ impl<'s> Walker<'s> {
                     return Some((node, Kind::Module));
                 }
             }
-            if node.kind() == "pair"
-                && node
-                    .child_by_field_name("value")
-                    .is_some_and(is_js_function)
+            // `{ get: function () {…} }`, and a class field holding a function
+            // (`static create = (issues) => {…}`).
+            if matches!(
+                node.kind(),
+                "pair" | "public_field_definition" | "field_definition"
+            ) && node
+                .child_by_field_name("value")
+                .is_some_and(is_js_function)
             {
                 return Some((node, Kind::Method));
             }
@@ -482,6 +486,19 @@ impl<'s> Walker<'s> {
             return Some((node, Kind::Function));
         }
         None
+    }
+
+    /// The name a TypeScript overload signature declares (`function f(a: string): X;`, in a
+    /// class `f(a: string): X;`), exported or not.
+    fn overload_name(&self, node: Node) -> Option<String> {
+        let inner = if node.kind() == "export_statement" {
+            node.child_by_field_name("declaration")?
+        } else {
+            node
+        };
+        matches!(inner.kind(), "function_signature" | "method_signature")
+            .then(|| self.name_of(inner))
+            .flatten()
     }
 
     /// JavaScript and TypeScript: the target and the value of a declaration or assignment
@@ -702,9 +719,33 @@ impl<'s> Walker<'s> {
             node: n,
             def: None,
         };
-        for &node in children {
+        // TypeScript overloads (`function f(a: string): X;` above `function f(a) {…}`) are
+        // read with the definition they declare, as attributes are.
+        let mut overloads: Vec<usize> = Vec::new();
+        for (at, &node) in children.iter().enumerate() {
             let k = node.kind();
             if spec.comments.contains(&k) || spec.attributes.contains(&k) {
+                pending.push(node);
+                continue;
+            }
+            // The `;` that ends an overload in a class body.
+            if !node.is_named() && pending.last().is_some_and(|p| overloads.contains(&p.id())) {
+                overloads.push(node.id());
+                pending.push(node);
+                continue;
+            }
+            if let Some(name) = self.overload_name(node)
+                && children[at + 1..]
+                    .iter()
+                    .find(|n| n.is_named() && !spec.comments.contains(&n.kind()))
+                    .is_some_and(|next| {
+                        self.overload_name(*next).as_deref() == Some(name.as_str())
+                            || self
+                                .as_def(*next)
+                                .is_some_and(|(d, _)| self.name_of(d).as_deref() == Some(&name))
+                    })
+            {
+                overloads.push(node.id());
                 pending.push(node);
                 continue;
             }
@@ -719,7 +760,11 @@ impl<'s> Walker<'s> {
                     let doc = i + 1 == pending.len()
                         && is_doc_comment(self.text(p))
                         && gap.matches('\n').count() == 2;
-                    if spec.attributes.contains(&p.kind()) || doc || !has_blank_line(gap) {
+                    if spec.attributes.contains(&p.kind())
+                        || overloads.contains(&p.id())
+                        || doc
+                        || !has_blank_line(gap)
+                    {
                         attach_from = i;
                         next_start = p.start_byte();
                     } else {
@@ -847,7 +892,14 @@ impl<'s> Walker<'s> {
             if item.node.parent().is_some_and(|g| {
                 self.spec.groups.contains(&g.kind()) && g.start_byte() >= start
             })) && nodes.iter().all(|n| self.spec.comments.contains(&n.kind()));
-            let head = opens_group || is_block_head(&self.src[start..end]);
+            // A split container's opening line alone (`impl Walker {`, `export class Foo {`)
+            // reads with its first member, as its closing brace with its last: the skeleton
+            // has the container whole, and a chunk of one brace answers nothing.
+            let opening = container.is_some()
+                && i == 0
+                && !self.src[start..end].contains('\n')
+                && self.src[start..end].trim_end().ends_with('{');
+            let head = opens_group || opening || is_block_head(&self.src[start..end]);
             let scope_code =
                 container.is_some_and(|c| matches!(c.kind, Kind::Namespace | Kind::Module));
             let small = end - start < floor && (scope_code || is_trivial(&self.src[start..end]));
@@ -855,6 +907,9 @@ impl<'s> Walker<'s> {
                 i += 1;
                 continue;
             }
+            // A definition cut into parts anyway takes a short neighbour into its first or
+            // last part.
+            let closer = container.is_some() && small && i + 1 == segs.len();
             if !head
                 && i > 0
                 && let Some(Seg::Def {
@@ -862,7 +917,7 @@ impl<'s> Walker<'s> {
                     end: dend,
                     ..
                 }) = segs.get_mut(i - 1)
-                && end - *dstart <= ceiling
+                && (end - *dstart <= ceiling || closer && *dend - *dstart > ceiling)
             {
                 *dend = end;
                 segs.remove(i);
@@ -873,7 +928,7 @@ impl<'s> Walker<'s> {
                 start: dstart,
                 ..
             }) = segs.get_mut(i + 1)
-                && *dend - start <= ceiling
+                && (*dend - start <= ceiling || opening && *dend - *dstart > ceiling)
             {
                 *dstart = start;
                 segs.remove(i);
@@ -946,13 +1001,13 @@ impl<'s> Walker<'s> {
                 && let Some(body) = body
             {
                 // Members of `impl Display for Walker` are `Walker.fmt`.
-                let owner = match name.rsplit_once(" for ") {
-                    Some((_, ty)) if kind == Kind::Impl => ty,
-                    _ => &name,
+                let me = Scope {
+                    kind,
+                    name: name.clone(),
                 };
-                let mut q: Vec<&str> = scope.iter().map(|s| s.name.as_str()).collect();
+                let mut q: Vec<&str> = scope.iter().map(Scope::qualifier).collect();
                 q.extend(p.owner.as_deref());
-                q.push(owner);
+                q.push(me.qualifier());
                 let mut members = Vec::new();
                 self.members(body, &q.join("."), kind, depth, &mut members);
                 p.members = members;
@@ -1262,6 +1317,12 @@ impl<'s> Walker<'s> {
             });
         }
         if let Some(n) = node.child_by_field_name("name") {
+            return Some(self.text(n).to_owned());
+        }
+        // A JavaScript class field: `handle = () => {…}`.
+        if node.kind() == "field_definition"
+            && let Some(n) = node.child_by_field_name("property")
+        {
             return Some(self.text(n).to_owned());
         }
         if let Some(mut d) = node.child_by_field_name("declarator") {

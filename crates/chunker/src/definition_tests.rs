@@ -686,3 +686,102 @@ fn cpp_out_of_line_methods_and_lua_methods_name_their_owner() {
         ])
     );
 }
+
+#[test]
+fn typescript_overloads_read_with_their_implementation() {
+    let src = "/** Parses a value. */\nexport function parse(v: string): number;\nexport function parse(v: number): number;\nexport function parse(v: string | number): number {\n  return Number(v);\n}\n\nexport type Options = {\n  retries: number;\n  timeout?: number;\n};\n\nexport class Formatter {\n  static create = (opts: Options) => {\n    return new Formatter(opts);\n  };\n\n  format(): string;\n  format(mapper: (x: number) => string): string;\n  format(mapper?: (x: number) => string): string {\n    return mapper ? mapper(1) : '1';\n  }\n}\n";
+    for lang in ["typescript", "tsx"] {
+        let recs = records("src/parse.ts", lang, src);
+        assert_eq!(
+            definitions(lang, src),
+            pairs(&[("function", "parse"), ("class", "Formatter")]),
+            "{lang}"
+        );
+        let parse = by_qualified(&recs, "parse");
+        assert!(
+            parse
+                .text
+                .starts_with("/** Parses a value. */\nexport function parse(v: string): number;\n"),
+            "{lang}: {}",
+            parse.text
+        );
+        assert!(parse.text.ends_with("return Number(v);\n}"), "{lang}");
+        let formatter = by_qualified(&recs, "Formatter");
+        assert_eq!(
+            formatter.members,
+            ["Formatter.create", "Formatter.format"],
+            "{lang}"
+        );
+    }
+    // Split (a low ceiling), each overloaded method is one chunk with its signatures.
+    let opts = Options {
+        ceiling: 120,
+        floor: 20,
+        ..Options::default()
+    };
+    let c = chunk(
+        "src/parse.ts",
+        Some("typescript"),
+        src,
+        Strategy::Ast,
+        &opts,
+    );
+    invariants(src, &c, opts.ceiling).unwrap();
+    let format: Vec<_> = c
+        .pieces
+        .iter()
+        .filter(|p| p.qualified_name().as_deref() == Some("Formatter.format"))
+        .collect();
+    assert!(!format.is_empty());
+    assert!(
+        src[format[0].start..].starts_with("format(): string;"),
+        "{:?}",
+        &src[format[0].start..format[0].end]
+    );
+    let create = c
+        .pieces
+        .iter()
+        .find(|p| p.qualified_name().as_deref() == Some("Formatter.create"))
+        .expect("the class field holding a function is a method");
+    assert_eq!(create.kind, crate::Kind::Method);
+}
+
+#[test]
+fn a_split_rust_impl_names_members_by_their_type_and_leaves_no_brace_alone() {
+    let src = "pub type Result<T> = std::result::Result<T, Error>;\n\npub struct Walker {\n    depth: usize,\n}\n\nimpl std::fmt::Display for Walker {\n    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {\n        write!(f, \"walker at depth {}\", self.depth)?;\n        write!(f, \" and more\")\n    }\n\n    /// Not a real method of Display, but long enough to split the impl.\n    fn describe(&self) -> String {\n        format!(\"a walker that is {} levels deep\", self.depth)\n    }\n}\n";
+    let opts = Options {
+        ceiling: 200,
+        floor: 20,
+        ..Options::default()
+    };
+    let c = chunk("src/walker.rs", Some("rust"), src, Strategy::Ast, &opts);
+    invariants(src, &c, opts.ceiling).unwrap();
+    let names: Vec<String> = c
+        .pieces
+        .iter()
+        .filter_map(crate::Piece::qualified_name)
+        .collect();
+    assert!(names.contains(&"Result".to_owned()), "{names:?}");
+    assert!(names.contains(&"Walker.fmt".to_owned()), "{names:?}");
+    assert!(names.contains(&"Walker.describe".to_owned()), "{names:?}");
+    let result = c
+        .pieces
+        .iter()
+        .find(|p| p.symbol.as_deref() == Some("Result"))
+        .unwrap();
+    assert_eq!(result.kind, crate::Kind::Struct);
+    for p in c.pieces.iter().filter(|p| !p.is_generated()) {
+        let text = src[p.start..p.end].trim();
+        assert!(
+            text != "}"
+                && !(text.starts_with("impl") && text.ends_with('{') && !text.contains('\n')),
+            "a chunk of a brace or an opening line alone: {text:?}"
+        );
+    }
+    let fmt = c
+        .pieces
+        .iter()
+        .find(|p| p.qualified_name().as_deref() == Some("Walker.fmt"))
+        .unwrap();
+    assert!(src[fmt.start..].starts_with("impl std::fmt::Display for Walker {"));
+}

@@ -168,6 +168,8 @@ pub static SPECS: &[Spec] = &[
             ("struct_item", Kind::Struct),
             ("enum_item", Kind::Enum),
             ("union_item", Kind::Struct),
+            // `pub type Result<T> = std::result::Result<T, Error>;`, as Go's type aliases.
+            ("type_item", Kind::Struct),
             ("trait_item", Kind::Trait),
             ("impl_item", Kind::Impl),
             ("mod_item", Kind::Module),

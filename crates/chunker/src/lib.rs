@@ -55,7 +55,7 @@ pub use lang::Kind;
 /// fetcher then sends every indexed file again (`RunOptions::chunker_version` of
 /// trawl-fetcher), so that an upgrade reaches files that did not change. It is not part of
 /// the content hash: a chunk whose header and text stay the same keeps its vector.
-pub const CHUNKER_VERSION: &str = "9";
+pub const CHUNKER_VERSION: &str = "10";
 
 /// The version of what the embedder is given for a chunk (its header and text, and how they
 /// are joined); part of every content hash. Bump it only when that changes: every chunk of
@@ -153,6 +153,17 @@ pub struct Scope {
     pub name: String,
 }
 
+impl Scope {
+    /// What the scope contributes to a qualified name: its name, except that the members of
+    /// a trait's `impl` are the type's (`impl Display for Walker` qualifies `Walker.fmt`).
+    pub fn qualifier(&self) -> &str {
+        match self.name.rsplit_once(" for ") {
+            Some((_, ty)) if self.kind == Kind::Impl => ty,
+            _ => &self.name,
+        }
+    }
+}
+
 /// A definition inside a container small enough to stay one chunk: not a chunk of its own,
 /// but addressable by its qualified name (`Walker.run`), which leads to the container.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -217,7 +228,7 @@ impl Piece {
     /// `QueueWorker.drain`: the scope chain, the owner and the symbol.
     pub fn qualified_name(&self) -> Option<String> {
         let symbol = self.symbol.as_ref()?;
-        let mut parts: Vec<&str> = self.scope.iter().map(|s| s.name.as_str()).collect();
+        let mut parts: Vec<&str> = self.scope.iter().map(Scope::qualifier).collect();
         parts.extend(self.owner.as_deref());
         parts.push(symbol);
         Some(parts.join("."))
