@@ -1211,17 +1211,31 @@ impl<'s> Walker<'s> {
         bounds.dedup_by_key(|(p, _)| *p);
         let mut out: Vec<(usize, usize)> = Vec::new();
         let mut cur = start;
-        for w in bounds.windows(2) {
+        for (at, w) in bounds.windows(2).enumerate() {
             let ((s, node), (e, _)) = (w[0], w[1]);
             if e - cur <= ceiling {
                 continue; // still fits: extend the current range
             }
             let oversize = e - s > ceiling;
+            // The comments and attributes directly above a statement go with it, not at the
+            // end of the part before.
+            let mut cut = s;
+            for &(p, n) in bounds[..at].iter().rev() {
+                let lead = n.is_some_and(|n| {
+                    let k = n.kind();
+                    (self.spec.comments.contains(&k) || self.spec.attributes.contains(&k))
+                        && !has_blank_line(&self.src[n.end_byte()..cut])
+                });
+                if !lead || p <= cur || !oversize && e - p > ceiling {
+                    break;
+                }
+                cut = p;
+            }
             // What comes before a statement that is cut inside (a signature, a comment) goes
             // with its first part when it is small, not in a part of its own.
-            if s > cur && !(oversize && s - cur <= ceiling / 4) {
-                self.push_range(cur, s, &mut out);
-                cur = s;
+            if cut > cur && !(oversize && cut - cur <= ceiling / 4) {
+                self.push_range(cur, cut, &mut out);
+                cur = cut;
             }
             if oversize {
                 // One statement too large on its own: cut inside it.

@@ -188,6 +188,36 @@ fn an_oversize_literal_is_cut_between_its_entries() {
 }
 
 #[test]
+fn a_comment_above_a_statement_stays_with_it_when_a_function_is_cut() {
+    // Statements of ~100 bytes, each with a comment right above it (and a Rust attribute):
+    // wherever the function is cut, no part ends with the comment meant for the next one.
+    let step = |i: usize| {
+        format!(
+            "    // Step {i}: fold the running total into the sink, then report it.\n    #[allow(unused)]\n    let total_{i} = sink.fold(total, |acc, item| acc + item * {i});\n\n"
+        )
+    };
+    let body: String = (0..40).map(step).collect();
+    let src = format!("fn run(sink: &Sink) -> u64 {{\n    let total = 0;\n\n{body}    total\n}}\n");
+    let c = run("rust", &src, &Options::default());
+    let parts: Vec<&crate::Piece> = c
+        .pieces
+        .iter()
+        .filter(|p| p.kind == Kind::Function)
+        .collect();
+    assert!(parts.len() > 1, "{parts:?}");
+    for p in &parts {
+        let last = p.text.trim_end().lines().last().unwrap_or("").trim();
+        assert!(
+            !last.starts_with("//") && !last.starts_with("#["),
+            "a part ends with what belongs to the next: {last:?}"
+        );
+    }
+    for p in &parts[1..] {
+        assert!(p.text.starts_with("// Step"), "{}", p.text);
+    }
+}
+
+#[test]
 fn the_windows_baseline_is_windows() {
     let src = "a".repeat(2500);
     let c = chunk(
