@@ -951,8 +951,13 @@ impl<'s> Walker<'s> {
                     let ranges = if end - start <= ceiling {
                         vec![(start, end)]
                     } else {
-                        let points: Vec<(usize, Option<Node>)> =
-                            nodes.iter().map(|n| (n.start_byte(), Some(*n))).collect();
+                        // Cut before a statement or a field, never before the `,` or `;`
+                        // that ends the one before.
+                        let points: Vec<(usize, Option<Node>)> = nodes
+                            .iter()
+                            .filter(|n| n.is_named())
+                            .map(|n| (n.start_byte(), Some(*n)))
+                            .collect();
                         self.pack(start, end, &points, depth)
                     };
                     self.emit_parts(&ranges, kind, symbol.as_deref(), outer_scope, parent, None);

@@ -218,6 +218,30 @@ fn a_comment_above_a_statement_stays_with_it_when_a_function_is_cut() {
 }
 
 #[test]
+fn a_long_struct_is_cut_before_a_field_not_before_its_comma() {
+    // Wherever the ceiling falls (names of every length), a part begins with a field.
+    for pad in 0..40 {
+        let field = |i: usize| format!("    pub s{i}_{}: Option<u64>,\n", "x".repeat(pad));
+        let fields: String = (0..120).map(field).collect();
+        let src = format!("pub struct Settings {{\n{fields}}}\n");
+        let c = run("rust", &src, &Options::default());
+        let parts: Vec<&crate::Piece> = c
+            .pieces
+            .iter()
+            .filter(|p| p.symbol.as_deref() == Some("Settings"))
+            .collect();
+        assert!(parts.len() > 1, "{parts:?}");
+        for p in &parts[1..] {
+            assert!(
+                p.text.starts_with("pub s"),
+                "pad {pad}: {:?}",
+                &p.text[..20]
+            );
+        }
+    }
+}
+
+#[test]
 fn the_windows_baseline_is_windows() {
     let src = "a".repeat(2500);
     let c = chunk(
