@@ -380,7 +380,13 @@ pub fn candidates_with(
             }
         }
         for k in defs {
-            *fused.entry(k).or_default() += boost + definition_first(doc(k), &key);
+            let d = doc(k);
+            let case = if same_case(d, &req.query) {
+                EXACT_CASE
+            } else {
+                0.0
+            };
+            *fused.entry(k).or_default() += boost + definition_first(d, &key) + case;
         }
     }
     // "Who calls X?": the callers of X's definitions, resolved by the compactor's call graph,
@@ -531,6 +537,26 @@ pub fn definition_first(d: &DocRow, key: &str) -> f64 {
     } else {
         DEFINITION_FIRST
     }
+}
+
+/// Added to a named definition whose name is written as the query writes it: in Go, Java or
+/// JavaScript `Handle` and `handle` are two definitions (`RouterGroup.Handle`, exported, and
+/// `RouterGroup.handle`, its helper), and the symbol map finds both.
+pub const EXACT_CASE: f64 = 0.1;
+
+/// Whether `d`'s name or qualified name ends with the query's name, letter case included.
+pub fn same_case(d: &DocRow, query: &str) -> bool {
+    let norm = |s: &str| s.replace("::", ".").replace("->", ".").replace('#', ".");
+    let written = norm(query.trim().trim_end_matches("()"));
+    [d.qualified_name.as_deref(), d.symbol.as_deref()]
+        .into_iter()
+        .flatten()
+        .map(norm)
+        .any(|n| {
+            n == written
+                || n.strip_suffix(written.as_str())
+                    .is_some_and(|head| head.ends_with('.'))
+        })
 }
 
 /// Added to the definitions of a qualified query's member name when the owner differs.

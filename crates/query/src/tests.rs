@@ -534,6 +534,48 @@ async fn a_types_name_finds_its_definition_before_the_blocks_that_implement_it()
     assert_eq!(top.len(), 3, "the impl blocks follow: {top:?}");
 }
 
+#[tokio::test]
+async fn a_name_written_with_its_case_finds_that_definition_before_its_namesake() {
+    // Go: the exported `Handle` and its unexported helper `handle`, one name apart by case.
+    let (g, _cache) = generation_of(vec![
+        doc_at(
+            "routergroup.go",
+            "method",
+            "RouterGroup.handle",
+            "func (group *RouterGroup) handle(httpMethod, relativePath string, handlers HandlersChain) IRoutes {\n\tabsolutePath := group.calculateAbsolutePath(relativePath)\n\treturn group.returnObj()\n}",
+            (86, 91),
+        ),
+        doc_at(
+            "routergroup.go",
+            "method",
+            "RouterGroup.Handle",
+            "// Handle registers a new request handle and middleware with the given path and method.\nfunc (group *RouterGroup) Handle(httpMethod, relativePath string, handlers ...HandlerFunc) IRoutes {\n\treturn group.handle(httpMethod, relativePath, handlers)\n}",
+            (93, 108),
+        ),
+    ])
+    .await;
+    // Both arms, as a search with the query embedded runs them.
+    let query = VectorData::F32(unit(3));
+    let first = |q: &str| {
+        let req = SearchRequest::new(q);
+        let ranked = search::candidates(
+            &g,
+            &req,
+            5,
+            Filter::new(&req, Access::all()).unwrap(),
+            Some(&query),
+            &QueryConfig::default(),
+        )
+        .unwrap();
+        search::finish(&g, &ranked.candidates, 5, false, &Access::all())
+            .first()
+            .map(|h| h.chunk.start_line)
+    };
+    assert_eq!(first("RouterGroup.Handle"), Some(93));
+    assert_eq!(first("RouterGroup.handle"), Some(86));
+    assert_eq!(first("RouterGroup::handle()"), Some(86));
+}
+
 #[test]
 fn an_impl_counts_as_a_definition_of_its_members_not_of_its_type() {
     let mut small_impl = doc_at(
