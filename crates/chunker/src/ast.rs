@@ -1006,13 +1006,9 @@ impl<'s> Walker<'s> {
                 && let Some(body) = body
             {
                 // Members of `impl Display for Walker` are `Walker.fmt`.
-                let me = Scope {
-                    kind,
-                    name: name.clone(),
-                };
                 let mut q: Vec<&str> = scope.iter().map(Scope::qualifier).collect();
                 q.extend(p.owner.as_deref());
-                q.push(me.qualifier());
+                q.push(crate::qualifier(kind, &name));
                 let mut members = Vec::new();
                 self.members(body, &q.join("."), kind, depth, &mut members);
                 p.members = members;

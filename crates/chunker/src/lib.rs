@@ -154,13 +154,19 @@ pub struct Scope {
 }
 
 impl Scope {
-    /// What the scope contributes to a qualified name: its name, except that the members of
-    /// a trait's `impl` are the type's (`impl Display for Walker` qualifies `Walker.fmt`).
+    /// What the scope contributes to a qualified name: see [`qualifier`].
     pub fn qualifier(&self) -> &str {
-        match self.name.rsplit_once(" for ") {
-            Some((_, ty)) if self.kind == Kind::Impl => ty,
-            _ => &self.name,
-        }
+        qualifier(self.kind, &self.name)
+    }
+}
+
+/// What a container named `name` contributes to its members' qualified names: its name,
+/// except that the members of a trait's `impl` are the type's (`impl Display for Walker`
+/// qualifies `Walker.fmt`).
+pub fn qualifier(kind: Kind, name: &str) -> &str {
+    match name.rsplit_once(" for ") {
+        Some((_, ty)) if kind == Kind::Impl => ty,
+        _ => name,
     }
 }
 

@@ -63,8 +63,16 @@ pub fn symbol_keys(symbol: Option<&str>, qualified: Option<&str>) -> Vec<String>
 
 /// `a::b`, `a#b`, `a->b` → `a.b`; a trailing `()` dropped; lowercased.
 pub fn normalize_symbol(s: &str) -> String {
-    let s = s.trim().trim_end_matches("()").to_lowercase();
-    s.replace("::", ".").replace("->", ".").replace('#', ".")
+    spell_symbol(s).to_lowercase()
+}
+
+/// A symbol as written, with one separator: `Walker::run()` → `Walker.run`.
+pub fn spell_symbol(s: &str) -> String {
+    s.trim()
+        .trim_end_matches("()")
+        .replace("::", ".")
+        .replace("->", ".")
+        .replace('#', ".")
 }
 
 /// Kinds that are definitions (an exact symbol match ranks them first).

@@ -18,7 +18,7 @@ use trawl_index::docs::DocRow;
 
 use crate::QueryError;
 use crate::access::{Access, globset};
-use crate::index::{Generation, Segment, is_definition, normalize_symbol};
+use crate::index::{Generation, Segment, is_definition, normalize_symbol, spell_symbol};
 use crate::learned;
 use crate::rank::{self, Intent};
 use crate::request::{Cited, Context, Hit, Mode, SearchRequest};
@@ -379,9 +379,10 @@ pub fn candidates_with(
                 boost = MEMBER_SYMBOL;
             }
         }
+        let written = spell_symbol(&req.query);
         for k in defs {
             let d = doc(k);
-            let case = if same_case(d, &req.query) {
+            let case = if same_case(d, &written) {
                 EXACT_CASE
             } else {
                 0.0
@@ -544,17 +545,16 @@ pub fn definition_first(d: &DocRow, key: &str) -> f64 {
 /// `RouterGroup.handle`, its helper), and the symbol map finds both.
 pub const EXACT_CASE: f64 = 0.1;
 
-/// Whether `d`'s name or qualified name ends with the query's name, letter case included.
-pub fn same_case(d: &DocRow, query: &str) -> bool {
-    let norm = |s: &str| s.replace("::", ".").replace("->", ".").replace('#', ".");
-    let written = norm(query.trim().trim_end_matches("()"));
+/// Whether `d`'s name or qualified name ends with `written` (a name as
+/// [`spell_symbol`] writes it), letter case included.
+pub fn same_case(d: &DocRow, written: &str) -> bool {
     [d.qualified_name.as_deref(), d.symbol.as_deref()]
         .into_iter()
         .flatten()
-        .map(norm)
+        .map(spell_symbol)
         .any(|n| {
             n == written
-                || n.strip_suffix(written.as_str())
+                || n.strip_suffix(written)
                     .is_some_and(|head| head.ends_with('.'))
         })
 }
