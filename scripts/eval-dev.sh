@@ -17,32 +17,10 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 mirrors=${1:?usage: eval-dev.sh MIRRORS [local|hash]}
 embedder=${2:-local}
-if [ -z "${TRAWL:-}" ]; then
-  cargo build -q -p trawl-cli
-  TRAWL=$PWD/target/debug/trawl
-fi
-if [ -n "${EVAL_WORK:-}" ]; then
-  work=$EVAL_WORK
-  mkdir -p "$work"
-else
-  work=$(mktemp -d)
-  trap 'rm -rf "$work"' EXIT
-fi
-repos=()
-while IFS=$'\t' read -r name repo commit _lang; do
-  case "$name" in '#'*|'') continue ;; esac
-  dest="$work/repos/$name"
-  repos+=("$dest")
-  [ -d "$dest/.git" ] && continue
-  src="$mirrors/${repo/\//+}"
-  [ -d "$src/repo" ] && src="$src/repo"
-  if [ ! -d "$src" ]; then
-    echo "eval-dev: no clone of $repo at $src" >&2
-    exit 2
-  fi
-  git clone -q --no-checkout "$src" "$dest"
-  git -C "$dest" -c advice.detachedHead=false checkout -q "$commit"
-done < eval/dev/repos.tsv
+# shellcheck source=scripts/work.sh
+source scripts/work.sh
+checkouts=$(bash scripts/checkouts.sh "$mirrors" "$work" eval/dev/repos.tsv)
+mapfile -t repos <<< "$checkouts"
 cat eval/dev/*.jsonl > "$work/queries.jsonl"
 for kind in trawl naive; do
   store="$work/$kind-$embedder"

@@ -192,7 +192,7 @@ impl Default for QueryConfig {
             commits: true,
             history_prior: 1.5,
             phrase_weight: 6.0,
-            candidates: 50,
+            candidates: 100,
             ef_search: 128,
             exact_scan_below: 0.03,
             max_k: 100,
@@ -258,6 +258,7 @@ ranker_weights!(
     docs,
     test,
     history,
+    history_asked,
     log_lines,
     repo_share,
     file_share,
@@ -269,31 +270,33 @@ ranker_weights!(
 );
 
 impl Default for RankerWeights {
-    /// Fitted by `trawl eval --train-ranker --ranker-l2 0.1 --split tune` on the development
-    /// set's tuning half (README, "The learned ranking").
+    /// Fitted by `scripts/fit-ranker.sh` (`trawl eval --train-ranker --ranker-l2 0.1 --split
+    /// tune`): the tune halves of the development and prose sets and the training questions of
+    /// `eval/train`, on one index of their ten repositories (README, "The learned ranking").
     fn default() -> Self {
         Self {
-            fused: 1.6736,
-            position: 1.2088,
-            vector_rrf: -0.8941,
-            vector_similarity: 1.0075,
-            lexical_rrf: 2.2621,
-            lexical_share: 0.2347,
-            coverage: 3.3791,
-            name_coverage: 1.3767,
-            lead_coverage: 0.6287,
-            pair_coverage: -1.0776,
-            docs: -0.1165,
-            test: -0.9736,
-            history: 0.3880,
-            log_lines: 0.1578,
-            repo_share: 0.9322,
-            file_share: 0.8760,
-            callable: 0.4470,
-            container: -0.7877,
-            wide: 0.1740,
-            module_code: -0.3107,
-            prose: -0.1767,
+            fused: 1.3081,
+            position: 1.0386,
+            vector_rrf: 6.2614,
+            vector_similarity: 2.4512,
+            lexical_rrf: -7.4532,
+            lexical_share: -0.1379,
+            coverage: 4.0176,
+            name_coverage: 1.5754,
+            lead_coverage: 1.8557,
+            pair_coverage: -0.6700,
+            docs: -0.2706,
+            test: -1.0850,
+            history: 1.0995,
+            history_asked: 0.5761,
+            log_lines: 0.1029,
+            repo_share: 0.5122,
+            file_share: 0.3779,
+            callable: 0.4468,
+            container: -0.7534,
+            wide: 0.6333,
+            module_code: -0.2857,
+            prose: -0.2460,
         }
     }
 }

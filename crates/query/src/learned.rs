@@ -1,7 +1,7 @@
 //! A learned ranking for questions in words. The fused ranking's first candidates are ranked
 //! again by a weighted sum of features: the arms' ranks and scores, how much of the
 //! question's rarer words a chunk holds (in its text, in its name and path, in its first
-//! lines, as adjacent pairs), its role, kind and size, and how many of the other answers share
+//! lines, as adjacent pairs), its role (and whether a commit is what it asks for), kind and size, and how many of the other answers share
 //! its repository and file. The weights (`query.ranker`) are fitted on a tuning split by
 //! `trawl eval --train-ranker`: a pairwise logistic regression, every hit of a question
 //! against every miss of it.
@@ -33,6 +33,8 @@ pub struct Question {
     terms: Vec<(String, Vec<String>, f64)>,
     /// Adjacent word pairs.
     pairs: HashSet<(String, String)>,
+    /// Whether it asks why or when code changed ([`rank::asks_for_history`]).
+    history: bool,
 }
 
 impl Question {
@@ -56,7 +58,11 @@ impl Question {
             .windows(2)
             .map(|w| (w[0].clone(), w[1].clone()))
             .collect();
-        Self { terms, pairs }
+        Self {
+            terms,
+            pairs,
+            history: rank::asks_for_history(query),
+        }
     }
 
     /// The weighted share of the question's terms found in `text`'s terms.
@@ -179,6 +185,7 @@ pub fn features<'a, K: std::hash::Hash + Eq + Copy>(
                 flag(role == Role::Docs),
                 flag(matches!(role, Role::Test | Role::Example | Role::Generated)),
                 flag(role == Role::History),
+                flag(role == Role::History && q.history),
                 lines.ln(),
                 repos.iter().filter(|r| **r == repo).count() as f64 / SHARE_TOP as f64,
                 files.iter().filter(|f| **f == file).count() as f64 / SHARE_TOP as f64,
@@ -381,6 +388,49 @@ mod tests {
         // Another inflection of a word counts as the word.
         let q = Question::new("retries", 1000, |_| 2);
         assert!(q.coverage(&term_set("fn retry()")) > 0.9);
+    }
+
+    #[test]
+    fn a_commit_is_what_is_asked_for_only_when_the_question_asks_why_or_when() {
+        use trawl_index::testing::function_doc;
+        let code = function_doc(
+            "github.com/acme/shop",
+            "src/retry.py",
+            "retry",
+            "def retry(): pass",
+            (1, 1),
+        );
+        let commit = DocRow {
+            kind: ChunkKind::Commit,
+            symbol: None,
+            qualified_name: None,
+            text: "Remove the retry of POST requests".into(),
+            ..function_doc("github.com/acme/shop", "COMMIT", "c", "", (1, 1))
+        };
+        let docs = [&code, &commit];
+        let arms = Arms {
+            vector: HashMap::new(),
+            lexical: HashMap::new(),
+            vector_floor: 0.0,
+            lexical_top: 1.0,
+        };
+        let at = RankerWeights::NAMES
+            .iter()
+            .position(|n| *n == "history_asked")
+            .unwrap();
+        for (question, asked) in [
+            ("why was the retry of POST requests removed?", true),
+            ("which commit removed the retry", true),
+            ("how are POST requests retried?", false),
+        ] {
+            let q = Question::new(question, 10, |_| 1);
+            let f = features(&q, &arms, &[(0usize, 1.0), (1, 0.9)], |k| docs[k]);
+            assert!(
+                f[0][at] < 0.5,
+                "{question}: code is never the commit asked for"
+            );
+            assert_eq!(f[1][at] > 0.5, asked, "{question}");
+        }
     }
 
     #[test]
