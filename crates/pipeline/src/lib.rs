@@ -17,6 +17,10 @@
 //!   chunk of its files is written.
 //! - **The resume marker**: a run leaves [`IN_PROGRESS`] until its generation is live; a run
 //!   that finds it embeds whatever the interrupted one chunked but did not embed.
+//! - **A new vector space** (another model, or another reading of the local one): when the
+//!   live generation's vectors are in another space, or some of its chunks wait for a
+//!   vector, the run embeds every chunk that has none in its space, not only the files that
+//!   changed; otherwise the unchanged repositories would go live with no vectors at all.
 //! - **Early words-only generation**: once everything is fetched and chunked while the
 //!   embedder is still at work, a first generation goes live with the chunks not embedded yet
 //!   indexed for words only; the full one follows.
@@ -100,7 +104,7 @@ pub enum PipelineError {
 pub enum Phase {
     /// Fetching, chunking and embedding, overlapped.
     Fetch = 0,
-    /// Embedding what an interrupted run left.
+    /// Embedding what an interrupted run left, or every chunk again in a new vector space.
     Resume = 1,
     /// Building the generation.
     Compact = 2,
@@ -362,6 +366,7 @@ impl Pipeline {
             )
             .await?;
         let space = embed.space().clone();
+        let backfill = resume || needs_backfill(&store, &space).await;
         let fetch_opts = RunOptions {
             defer_state: true,
             keep_others: opts.keep_others,
@@ -484,7 +489,7 @@ impl Pipeline {
         // Every event of the run is chunked and durable: record the repositories' new state.
         fetcher.commit_states(&report).await?;
         let mut embedded_report = embedded_report.map_err(PipelineError::Embed)?;
-        if resume {
+        if backfill {
             counters.enter(Phase::Resume);
             let r = embed
                 .backfill(&|_, _| {})
@@ -524,6 +529,31 @@ impl Pipeline {
 }
 
 /// Records the repositories' states and builds a generation from what is chunked so far.
+/// Whether the live generation lacks vectors this run's embedder would give it: its vectors
+/// are in another space, or some of its chunks have none yet. An unreadable generation is
+/// left to the compactor to report.
+async fn needs_backfill(store: &Store, space: &trawl_core::space::Space) -> bool {
+    match trawl_compactor::live_manifest(store).await {
+        Ok(Some(m)) => {
+            let other = m.space.as_ref().is_some_and(|s| s != space);
+            if other || m.counts.text_only > 0 {
+                tracing::info!(
+                    live = ?m.space.as_ref().map(|s| &s.model),
+                    run = %space.model,
+                    waiting = m.counts.text_only,
+                    "the live generation lacks vectors in this space: every chunk without one is embedded"
+                );
+            }
+            other || m.counts.text_only > 0
+        }
+        Ok(None) => false,
+        Err(e) => {
+            tracing::warn!(error = %e, "the live generation's manifest is not readable");
+            false
+        }
+    }
+}
+
 async fn publish_early(
     cfg: &Config,
     store: &Store,
@@ -746,6 +776,47 @@ mod tests {
             .unwrap();
         assert_eq!(third.fetch.repos[0].status, "unchanged");
         assert_eq!(third.manifest.generation, again.manifest.generation);
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn another_vector_space_embeds_the_unchanged_repositories_again() {
+        let work = tempfile::tempdir().unwrap();
+        let (mut cfg, opts) = pool_repo(work.path());
+        let first = Box::pin(Pipeline::new(&cfg, opts.clone()).unwrap().run(&Quiet))
+            .await
+            .unwrap();
+        let chunks = first.manifest.counts.chunks;
+        assert!(chunks > 0 && first.manifest.counts.with_vector == chunks);
+
+        // Another space (here the hash embedder's width; in use, another model or another
+        // reading of the local one) while nothing in the repository changed.
+        cfg.embed.hash_dims = 128;
+        let again = Box::pin(Pipeline::new(&cfg, opts.clone()).unwrap().run(&Quiet))
+            .await
+            .unwrap();
+        assert_eq!(again.fetch.repos[0].status, "unchanged");
+        assert_ne!(again.manifest.space, first.manifest.space);
+        assert_eq!(again.manifest.space.as_ref().unwrap().dims, 128);
+        assert_eq!(
+            again.manifest.counts.with_vector, chunks,
+            "the unchanged chunks went live without vectors: {:?}",
+            again.manifest.counts
+        );
+        let store = Store::from_url(&cfg.store.url).unwrap();
+        let searcher = Searcher::open(store, &cfg, Some(EmbedderKind::Hash))
+            .await
+            .unwrap();
+        let mut req = SearchRequest::new("borrow a connection from the pool");
+        req.mode = trawl_query::Mode::Vector;
+        let res = searcher.search(&req, Access::all()).await.unwrap();
+        assert!(!res.results.is_empty(), "no vector answers: {res:?}");
+
+        // Once every chunk has its vector, the next run embeds nothing.
+        let third = Box::pin(Pipeline::new(&cfg, opts).unwrap().run(&Quiet))
+            .await
+            .unwrap();
+        assert_eq!(third.embed.embed.vectors_written, 0, "{:?}", third.embed);
+        assert_eq!(third.manifest.counts.with_vector, chunks);
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
