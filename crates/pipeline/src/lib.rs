@@ -18,9 +18,9 @@
 //! - **The resume marker**: a run leaves [`IN_PROGRESS`] until its generation is live; a run
 //!   that finds it embeds whatever the interrupted one chunked but did not embed.
 //! - **A new vector space** (another model, or another reading of the local one): when the
-//!   live generation's vectors are in another space, or some of its chunks wait for a
-//!   vector, the run embeds every chunk that has none in its space, not only the files that
-//!   changed; otherwise the unchanged repositories would go live with no vectors at all.
+//!   live generation's vectors are in another space, or it has none at all, the run embeds
+//!   every chunk that has none in its space, not only the files that changed; otherwise the
+//!   unchanged repositories would go live with no vectors at all.
 //! - **Early words-only generation**: once everything is fetched and chunked while the
 //!   embedder is still at work, a first generation goes live with the chunks not embedded yet
 //!   indexed for words only; the full one follows.
@@ -530,13 +530,17 @@ impl Pipeline {
 
 /// Records the repositories' states and builds a generation from what is chunked so far.
 /// Whether the live generation lacks vectors this run's embedder would give it: its vectors
-/// are in another space, or some of its chunks have none yet. An unreadable generation is
-/// left to the compactor to report.
+/// are in another space, or none of its chunks has one (a generation left by a run in
+/// another space before this check existed). A few chunks without vectors (dead letters) are
+/// not a reason: reading every chunk part of the store each night to retry them would cost
+/// an unchanged night the whole corpus. An unreadable generation is left to the compactor to
+/// report.
 async fn needs_backfill(store: &Store, space: &trawl_core::space::Space) -> bool {
     match trawl_compactor::live_manifest(store).await {
         Ok(Some(m)) => {
-            let other = m.space.as_ref().is_some_and(|s| s != space);
-            if other || m.counts.text_only > 0 {
+            let other = m.space.as_ref().is_some_and(|s| s != space)
+                || (m.counts.with_vector == 0 && m.counts.text_only > 0);
+            if other {
                 tracing::info!(
                     live = ?m.space.as_ref().map(|s| &s.model),
                     run = %space.model,
@@ -544,7 +548,7 @@ async fn needs_backfill(store: &Store, space: &trawl_core::space::Space) -> bool
                     "the live generation lacks vectors in this space: every chunk without one is embedded"
                 );
             }
-            other || m.counts.text_only > 0
+            other
         }
         Ok(None) => false,
         Err(e) => {
