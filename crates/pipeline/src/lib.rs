@@ -528,7 +528,6 @@ impl Pipeline {
     }
 }
 
-/// Records the repositories' states and builds a generation from what is chunked so far.
 /// Whether the live generation lacks vectors this run's embedder would give it: its vectors
 /// are in another space, or none of its chunks has one (a generation left by a run in
 /// another space before this check existed). A few chunks without vectors (dead letters) are
@@ -558,6 +557,7 @@ async fn needs_backfill(store: &Store, space: &trawl_core::space::Space) -> bool
     }
 }
 
+/// Records the repositories' states and builds a generation from what is chunked so far.
 async fn publish_early(
     cfg: &Config,
     store: &Store,
