@@ -30,20 +30,8 @@ pub mod touched;
 
 pub use build::{BuildOptions, LiveDoc, LiveDocs, build};
 pub use gc::{GcReport, gc};
-pub use trawl_index::generation::rollback;
+pub use trawl_index::generation::{live_manifest, rollback};
 pub use trawl_index::{IndexError, Manifest, VectorData};
-
-/// The live generation's manifest, when one is live.
-pub async fn live_manifest(
-    store: &trawl_core::store::Store,
-) -> Result<Option<Manifest>, IndexError> {
-    let Some((cur, _)) = trawl_index::generation::current(store).await? else {
-        return Ok(None);
-    };
-    Ok(Some(
-        trawl_index::generation::manifest(store, cur.generation).await?,
-    ))
-}
 
 /// Why compaction failed.
 #[derive(Debug, thiserror::Error)]

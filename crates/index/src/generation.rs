@@ -193,6 +193,14 @@ pub async fn current(store: &Store) -> Result<Option<(Current, Version)>, IndexE
     Ok(Some((cur, version)))
 }
 
+/// The live generation's manifest (the one `CURRENT` names), when one is live.
+pub async fn live_manifest(store: &Store) -> Result<Option<Manifest>, IndexError> {
+    let Some((cur, _)) = current(store).await? else {
+        return Ok(None);
+    };
+    Ok(Some(manifest(store, cur.generation).await?))
+}
+
 /// Reads a generation's manifest.
 pub async fn manifest(store: &Store, generation: Generation) -> Result<Manifest, IndexError> {
     Ok(manifest_with_hash(store, generation).await?.0)
