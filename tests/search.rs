@@ -512,13 +512,48 @@ fn eval_reports_recall_and_mrr_and_names_a_bad_line() {
     )
     .unwrap();
     let fitted = ok(&trawl(work.path())
-        .args(["eval", "questions.jsonl", "--train-ranker"])
+        .args([
+            "eval",
+            "questions.jsonl",
+            "--train-ranker",
+            "--save-pool",
+            "pool.jsonl",
+        ])
         .output()
         .unwrap());
     assert!(
         fitted.contains("3 of 3 queries are questions in words"),
         "{fitted}"
     );
+    // The pools written for other tools: one line a question, each candidate with its
+    // features (as many as their names) and whether it answers.
+    let pools: Vec<serde_json::Value> = std::fs::read_to_string(work.path().join("pool.jsonl"))
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(pools.len(), 3);
+    let names = pools[0]["features"].as_array().unwrap().len();
+    assert!(names > 10, "{}", pools[0]);
+    for p in &pools {
+        let cands = p["candidates"].as_array().unwrap();
+        assert!(!cands.is_empty(), "{p}");
+        for c in cands {
+            assert_eq!(c["f"].as_array().unwrap().len(), names, "{c}");
+            assert!(c["doc"]["path"].is_string(), "{c}");
+        }
+    }
+    let answered = pools
+        .iter()
+        .filter(|p| {
+            p["candidates"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|c| c["hit"] == true)
+        })
+        .count();
+    assert!(answered >= 2, "{pools:?}");
     let table = &fitted[fitted.find("[query.ranker]").expect("a weight table")..];
     assert!(table.contains("\ncoverage = "), "{table}");
     std::fs::write(work.path().join("fitted.toml"), table).unwrap();

@@ -336,6 +336,12 @@ pub struct EvalArgs {
     /// weights were fitted with 0.1).
     #[arg(long, default_value_t = 0.1, requires = "train_ranker")]
     ranker_l2: f64,
+
+    /// With `--train-ranker`, also write each question's pool to FILE as JSON lines (its id,
+    /// kind and split, and each candidate's features and whether it answers), to study or fit
+    /// the ranking with other tools.
+    #[arg(long, value_name = "FILE", requires = "train_ranker")]
+    save_pool: Option<std::path::PathBuf>,
 }
 
 /// One evaluated configuration: a searcher, its knobs, a mode.
@@ -382,6 +388,7 @@ async fn train_ranker(
     searcher: &trawl_query::Searcher,
     queries: &[trawl_query::eval::EvalQuery],
     l2: f64,
+    save_pool: Option<&std::path::Path>,
 ) -> anyhow::Result<ExitCode> {
     use trawl_query::learned;
     anyhow::ensure!(
@@ -396,6 +403,13 @@ async fn train_ranker(
     let bar = indicatif::ProgressBar::new(queries.len() as u64).with_message("pools");
     let mut samples: Vec<learned::Sample> = Vec::new();
     let mut answered = 0usize;
+    let mut saved = match save_pool {
+        Some(p) => Some(std::io::BufWriter::new(
+            std::fs::File::create(p)
+                .with_context(|| format!("cannot create {} for --save-pool", p.display()))?,
+        )),
+        None => None,
+    };
     for q in queries {
         let req = SearchRequest::new(q.query.clone());
         let pool = searcher.ranker_pool(&req, Access::all(), params).await?;
@@ -403,6 +417,11 @@ async fn train_ranker(
         if pool.is_empty() {
             continue;
         }
+        let hits: Vec<serde_json::Value> = if saved.is_some() {
+            pool.iter().map(|(h, _)| serde_json::json!(h)).collect()
+        } else {
+            Vec::new()
+        };
         let sample: learned::Sample = pool
             .into_iter()
             .map(|(h, f)| {
@@ -415,9 +434,23 @@ async fn train_ranker(
             })
             .collect();
         answered += usize::from(sample.iter().any(|c| c.1));
+        if let Some(w) = saved.as_mut() {
+            let line = serde_json::json!({
+                "id": q.id,
+                "kind": q.kind,
+                "split": q.split,
+                "features": trawl_core::config::RankerWeights::NAMES,
+                "query": q.query,
+                "candidates": sample.iter().zip(&hits).map(|((f, hit), h)| serde_json::json!({"f": f.to_vec(), "hit": hit, "doc": h})).collect::<Vec<_>>(),
+            });
+            writeln!(w, "{line}")?;
+        }
         samples.push(sample);
     }
     bar.finish_and_clear();
+    if let Some(mut w) = saved {
+        w.flush().context("cannot write --save-pool's file")?;
+    }
     anyhow::ensure!(
         answered >= 2,
         "{} of {} queries are questions in words, {answered} with an answer among the first {} candidates: too few to fit on",
@@ -463,7 +496,13 @@ pub async fn eval(cfg: &Config, args: EvalArgs) -> anyhow::Result<ExitCode> {
     }
     let searcher = local_searcher(cfg, args.embedder).await?;
     if args.train_ranker {
-        return train_ranker(&searcher, &queries, args.ranker_l2).await;
+        return train_ranker(
+            &searcher,
+            &queries,
+            args.ranker_l2,
+            args.save_pool.as_deref(),
+        )
+        .await;
     }
     let label = args.label.clone().unwrap_or_else(|| "trawl".to_owned());
     let depth = usize::from(args.depth);
