@@ -1,8 +1,9 @@
 //! A learned ranking for questions in words. The fused ranking's first candidates are ranked
 //! again by a weighted sum of features: the arms' ranks and scores, how much of the
-//! question's rarer words a chunk holds (in its text, in its name and path, in its first
-//! lines, as adjacent pairs), its role (and whether a commit is what it asks for), kind and size, and how many of the other answers share
-//! its repository and file. The weights (`query.ranker`) are fitted on a tuning split by
+//! question's rarer words (not the words that frame it) a chunk holds (in its text, in its
+//! name and path, in its first lines, as adjacent pairs), its role (and whether a commit is
+//! what it asks for), kind and size, and how many of the other answers share its repository
+//! and file. The weights (`query.ranker`) are fitted on a tuning split by
 //! `trawl eval --train-ranker`: a pairwise logistic regression, every hit of a question
 //! against every miss of it.
 
@@ -26,6 +27,19 @@ const LEAD_LINES: usize = 4;
 /// Answers whose repositories and files make the share features.
 const SHARE_TOP: usize = 10;
 
+/// Terms shorter than this say little about a chunk (`a`, `is`, `io`): the coverage features
+/// leave them out.
+const MIN_TERM_CHARS: usize = 3;
+
+/// The words that frame a question rather than name what it is about; the coverage features
+/// leave them out (their inverse document frequency is low in prose, but code and its
+/// comments are not prose, and a chunk holding `the` and `how` covers nothing).
+const FUNCTION_WORDS: [&str; 30] = [
+    "the", "and", "for", "how", "what", "where", "when", "why", "which", "who", "does", "are",
+    "was", "were", "this", "that", "these", "those", "with", "from", "into", "its", "their",
+    "there", "can", "not", "get", "has", "have", "been",
+];
+
 /// What a question brings to every candidate's features.
 pub struct Question {
     /// Distinct terms, each with its other inflections and its weight (inverse document
@@ -41,6 +55,7 @@ impl Question {
     /// `df` gives a term's document frequency among `docs` docs.
     pub fn new(query: &str, docs: u64, df: impl Fn(&str) -> u64) -> Self {
         let mut ts = trawl_index::analyzer::terms(query);
+        ts.retain(|t| t.chars().count() >= MIN_TERM_CHARS && !FUNCTION_WORDS.contains(&t.as_str()));
         ts.sort();
         ts.dedup();
         let n = docs as f64;
@@ -431,6 +446,18 @@ mod tests {
             );
             assert_eq!(f[1][at] > 0.5, asked, "{question}");
         }
+    }
+
+    #[test]
+    fn the_words_that_frame_a_question_cover_nothing() {
+        // Every word in every doc: only the weights' share decides, and a chunk holding the
+        // question's framing words (and a two-letter word) but not what it asks about covers
+        // none of it.
+        let q = Question::new("how does the pool give a connection back?", 1000, |_| 500);
+        assert!(q.coverage(&term_set("how does the a go")) < 1e-9);
+        let half = q.coverage(&term_set("the pool, the connection"));
+        assert!((half - 0.5).abs() < 1e-9, "{half}");
+        assert!(q.coverage(&term_set("pool give connection back")) > 0.999);
     }
 
     #[test]
