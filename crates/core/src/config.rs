@@ -288,7 +288,7 @@ impl Default for RankerWeights {
             docs: -0.2244,
             test: -1.1023,
             history: 1.0788,
-            history_asked: 0.5235,
+            history_asked: 0.5234,
             log_lines: 0.1142,
             repo_share: 0.4588,
             file_share: 0.3870,
