@@ -3,7 +3,9 @@
 # (express and axios, written after the learned ranking was fitted, never tuned on), searched
 # in one index of those two repositories beside the development and training ones (twelve,
 # at their pinned commits, whole), as an organisation would index them; the naive baseline
-# is indexed from the same checkouts and printed beside it.
+# is indexed from the same checkouts and printed beside it. Then, in the same index, the
+# lookups of eval/lookup (pasted errors, config keys and symbols about the four training
+# repositories, whose questions in words are fitted on but whose lookups never were), by half.
 #
 #   bash scripts/eval-outside.sh MIRRORS
 #
@@ -25,4 +27,6 @@ for kind in outside naive-outside; do
   echo "== indexing ${#repos[@]} repositories ($kind)" >&2
   "$TRAWL" --store "$store" "${set[@]}" --set "fetch.cache_dir=$work/mirrors" index "${repos[@]}" >&2
 done
+cat eval/lookup/*.jsonl > "$work/lookup.jsonl"
 "$TRAWL" --store "$work/outside-local" eval "$work/outside.jsonl" --baseline "$work/naive-outside-local"
+"$TRAWL" --store "$work/outside-local" eval "$work/lookup.jsonl" --baseline "$work/naive-outside-local"
