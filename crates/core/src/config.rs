@@ -77,6 +77,10 @@ pub struct QueryConfig {
     /// placeholders such as `%d`, `{}`, `${x}`) appear in the message, in order, gains this
     /// times the top fused score times the share of the message it explains (0 = off).
     pub message_boost: f64,
+    /// For a config key, flag or environment variable: a chunk that spells the key as written
+    /// (`REQUESTS_CA_BUNDLE`, `no-ignore-vcs` for `--no-ignore-vcs`, `hooks.init`) gains this
+    /// times the top fused score times the share of the query's keys it spells (0 = off).
+    pub key_boost: f64,
     /// Prior of tests, examples and benchmarks when the query asks for code (1 = off).
     pub test_prior: f64,
     /// Prior of vendored, built and generated code (`vendor/`, `dist/`, `*.min.js`,
@@ -179,6 +183,7 @@ impl Default for QueryConfig {
             error_lexical_weight: 3.0,
             config_lexical_weight: 2.0,
             message_boost: 1.0,
+            key_boost: 0.5,
             test_prior: 0.5,
             generated_prior: 0.5,
             named_repo_prior: 0.5,

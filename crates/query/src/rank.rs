@@ -643,6 +643,17 @@ pub fn adjust<'a, S: std::hash::BuildHasher>(
             }
         }
     }
+    if params.key_boost > 0.0 && intent == Intent::Config {
+        let keys = config_keys(query);
+        if !keys.is_empty() {
+            let top = fused.values().copied().fold(0.0, f64::max);
+            for (&key, v) in fused.iter_mut() {
+                let text = &doc(key).text;
+                let spelled = keys.iter().filter(|k| spells(text, k)).count();
+                *v += params.key_boost * top * spelled as f64 / keys.len() as f64;
+            }
+        }
+    }
     if params.prose_lend > 0.0 && matches!(intent, Intent::Natural | Intent::Config) {
         let mut ranked: Vec<(Key, f64)> = fused.iter().map(|(k, v)| (*k, *v)).collect();
         // Ties in chunk id order, as the fused ranking (not in shard order).
@@ -685,6 +696,47 @@ pub fn adjust<'a, S: std::hash::BuildHasher>(
             }
         }
     }
+}
+
+/// The keys a config query spells (`REQUESTS_CA_BUNDLE`, `--no-ignore-vcs`,
+/// `z.config({ jitless: true })`, `show_default=True`): environment variables, long flags
+/// (without their dashes: code often declares `"no-ignore-vcs"`) and compound identifiers
+/// (with `_`, `.` or a case change), each without a value after `=` or `:`; at least four
+/// characters.
+pub fn config_keys(query: &str) -> Vec<String> {
+    let mut keys: Vec<String> = Vec::new();
+    for w in query.split_whitespace() {
+        // The key ends where its value or arguments begin; `::` is inside a path.
+        let end = w
+            .char_indices()
+            .find(|&(i, c)| {
+                "=({,".contains(c)
+                    || (c == ':' && !w[..i].ends_with(':') && !w[i + 1..].starts_with(':'))
+            })
+            .map_or(w.len(), |(i, _)| i);
+        let w = &w[..end];
+        let w = w.trim_matches(|c: char| !c.is_alphanumeric() && !"_-.".contains(c));
+        let key = if flag_like(w) {
+            w.trim_start_matches('-')
+        } else if env_var_like(w) || identifier_like(w) {
+            w.trim_matches(|c: char| !c.is_alphanumeric() && c != '_')
+        } else {
+            continue;
+        };
+        if key.chars().count() >= 4 && !keys.iter().any(|k| k == key) {
+            keys.push(key.to_owned());
+        }
+    }
+    keys
+}
+
+/// Whether `text` spells `key` as a whole: not inside a longer name (`_`, `-` and letters
+/// or digits on either side make it part of one).
+pub fn spells(text: &str, key: &str) -> bool {
+    let part = |c: Option<char>| c.is_some_and(|c| c.is_alphanumeric() || c == '_' || c == '-');
+    text.match_indices(key).any(|(at, m)| {
+        !part(text[..at].chars().next_back()) && !part(text[at + m.len()..].chars().next())
+    })
 }
 
 /// The repositories among `repos` that the query names by their own name, as a word of it
@@ -990,6 +1042,82 @@ mod tests {
         // Apostrophes in comments are not literals that match by accident.
         let rust = "// don't panic here, it's fine\nlet x = 1;";
         assert_eq!(message_match(&msg, rust), 0);
+    }
+
+    #[test]
+    fn a_config_query_names_its_keys() {
+        for (query, keys) in [
+            ("REQUESTS_CA_BUNDLE", vec!["REQUESTS_CA_BUNDLE"]),
+            ("--no-ignore-vcs flag", vec!["no-ignore-vcs"]),
+            ("show_default=True in option help", vec!["show_default"]),
+            ("z.config({ jitless: true })", vec!["z.config"]),
+            ("RUST_LOG_STYLE=always", vec!["RUST_LOG_STYLE"]),
+            ("hooks.init", vec!["hooks.init"]),
+            (
+                "grep_pcre2 RegexMatcherBuilder::build_many",
+                vec!["grep_pcre2", "RegexMatcherBuilder::build_many"],
+            ),
+            // Plain words and short flags name no key.
+            ("PAGER environment variable", vec![]),
+            ("rg -z search compressed files", vec![]),
+        ] {
+            assert_eq!(config_keys(query), keys, "{query}");
+        }
+    }
+
+    #[test]
+    fn a_key_is_spelled_only_as_a_whole() {
+        assert!(spells(
+            "os.environ.get(\"REQUESTS_CA_BUNDLE\")",
+            "REQUESTS_CA_BUNDLE"
+        ));
+        assert!(spells("long: \"no-ignore-vcs\",", "no-ignore-vcs"));
+        assert!(!spells("MY_REQUESTS_CA_BUNDLE_PATH", "REQUESTS_CA_BUNDLE"));
+        assert!(!spells("--no-ignore-vcs-parent", "no-ignore-vcs"));
+        assert!(!spells("requests_ca_bundle", "REQUESTS_CA_BUNDLE"));
+    }
+
+    #[test]
+    fn a_chunk_that_spells_the_key_asked_for_ranks_before_one_that_shares_its_words() {
+        use trawl_index::testing::function_doc;
+        let repo = "github.com/psf/requests";
+        let docs = [
+            function_doc(
+                repo,
+                "src/certs.py",
+                "where",
+                "def where():\n    # the CA bundle requests trusts\n    return certifi.where()",
+                (1, 3),
+            ),
+            function_doc(
+                repo,
+                "src/sessions.py",
+                "merge_environment_settings",
+                "def merge_environment_settings(self, verify):\n    if verify is True:\n        verify = os.environ.get(\"REQUESTS_CA_BUNDLE\")\n    return verify",
+                (10, 14),
+            ),
+        ];
+        let ranked = |key_boost: f64| {
+            let mut fused: HashMap<Key, f64> = HashMap::from([((0, 0), 0.09), ((0, 1), 0.07)]);
+            let params = QueryConfig {
+                key_boost,
+                ..QueryConfig::default()
+            };
+            adjust(
+                &mut fused,
+                "REQUESTS_CA_BUNDLE",
+                Intent::Config,
+                &params,
+                |k| &docs[k.1 as usize],
+                |_| Vec::new(),
+            );
+            fused[&(0, 1)] > fused[&(0, 0)]
+        };
+        assert!(
+            ranked(0.5),
+            "the chunk reading REQUESTS_CA_BUNDLE comes first"
+        );
+        assert!(!ranked(0.0), "without the key match the fused order stands");
     }
 
     #[test]
