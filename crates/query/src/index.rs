@@ -66,13 +66,27 @@ pub fn normalize_symbol(s: &str) -> String {
     spell_symbol(s).to_lowercase()
 }
 
-/// A symbol as written, with one separator: `Walker::run()` → `Walker.run`.
+/// A symbol as written, with one separator: `Walker::run()` → `Walker.run`. A Go method
+/// written with its receiver, as Go prints it in a stack trace (`(*Engine).ServeHTTP`,
+/// `github.com/gin-gonic/gin.(*Engine).ServeHTTP`), is `Engine.ServeHTTP`.
 pub fn spell_symbol(s: &str) -> String {
-    s.trim()
-        .trim_end_matches("()")
-        .replace("::", ".")
-        .replace("->", ".")
-        .replace('#', ".")
+    let mut s = s.trim().trim_end_matches("()");
+    if let Some(at) = s.find("(*") {
+        s = &s[at..];
+        // A trace's frame ends with the call's arguments: `.ServeHTTP(0xc0001, …)`.
+        let name = s.rfind(").").map_or(0, |i| i + 2);
+        if let Some(args) = s[name..].find('(') {
+            s = &s[..name + args];
+        }
+    }
+    let s: String = if s.starts_with('(') {
+        s.chars()
+            .filter(|c| !matches!(c, '(' | ')' | '*'))
+            .collect()
+    } else {
+        s.to_owned()
+    };
+    s.replace("::", ".").replace("->", ".").replace('#', ".")
 }
 
 /// Kinds that are definitions (an exact symbol match ranks them first).

@@ -574,6 +574,13 @@ async fn a_name_written_with_its_case_finds_that_definition_before_its_namesake(
     assert_eq!(first("RouterGroup.Handle"), Some(93));
     assert_eq!(first("RouterGroup.handle"), Some(86));
     assert_eq!(first("RouterGroup::handle()"), Some(86));
+    // A Go method as Go's stack traces print it: with its receiver, and with its package.
+    assert_eq!(first("(*RouterGroup).handle"), Some(86));
+    assert_eq!(first("(*RouterGroup).Handle"), Some(93));
+    assert_eq!(
+        first("github.com/gin-gonic/gin.(*RouterGroup).handle(...)"),
+        Some(86)
+    );
 }
 
 #[test]
