@@ -643,7 +643,7 @@ pub fn adjust<'a, S: std::hash::BuildHasher>(
             }
         }
     }
-    if params.key_boost > 0.0 && intent == Intent::Config {
+    if params.key_boost > 0.0 && matches!(intent, Intent::Config | Intent::Identifier) {
         let keys = config_keys(query);
         if !keys.is_empty() {
             let top = fused.values().copied().fold(0.0, f64::max);
@@ -1096,28 +1096,55 @@ mod tests {
                 "def merge_environment_settings(self, verify):\n    if verify is True:\n        verify = os.environ.get(\"REQUESTS_CA_BUNDLE\")\n    return verify",
                 (10, 14),
             ),
+            function_doc(
+                repo,
+                "src/retry.ts",
+                "delay",
+                "// retry on a timeout after a delay\nconst delay = (attempt) => 0.3 * 2 ** (attempt - 1) * 1000;",
+                (20, 21),
+            ),
+            function_doc(
+                repo,
+                "src/Ky.ts",
+                "shouldRetry",
+                "if (error instanceof TimeoutError && !this.#options.retry.retryOnTimeout) {\n    return false;\n}",
+                (30, 32),
+            ),
         ];
-        let ranked = |key_boost: f64| {
-            let mut fused: HashMap<Key, f64> = HashMap::from([((0, 0), 0.09), ((0, 1), 0.07)]);
+        // The second chunk of a pair ranks before the first, as fused, for `query`.
+        let ranked = |query: &str, pair: u32, key_boost: f64| {
+            let (a, b) = ((0, pair), (0, pair + 1));
+            let mut fused: HashMap<Key, f64> = HashMap::from([(a, 0.09), (b, 0.07)]);
             let params = QueryConfig {
                 key_boost,
                 ..QueryConfig::default()
             };
             adjust(
                 &mut fused,
-                "REQUESTS_CA_BUNDLE",
-                Intent::Config,
+                query,
+                classify(query),
                 &params,
                 |k| &docs[k.1 as usize],
                 |_| Vec::new(),
             );
-            fused[&(0, 1)] > fused[&(0, 0)]
+            fused[&b] > fused[&a]
         };
+        assert_eq!(classify("REQUESTS_CA_BUNDLE"), Intent::Config);
         assert!(
-            ranked(0.5),
-            "the chunk reading REQUESTS_CA_BUNDLE comes first"
+            ranked("REQUESTS_CA_BUNDLE", 0, 0.5),
+            "the chunk reading the variable comes first"
         );
-        assert!(!ranked(0.0), "without the key match the fused order stands");
+        assert!(
+            !ranked("REQUESTS_CA_BUNDLE", 0, 0.0),
+            "without the key match the fused order stands"
+        );
+        // A name asked alone is a key too.
+        assert_eq!(classify("retryOnTimeout"), Intent::Identifier);
+        assert!(
+            ranked("retryOnTimeout", 2, 0.5),
+            "the chunk reading the option comes first"
+        );
+        assert!(!ranked("retryOnTimeout", 2, 0.0));
     }
 
     #[test]
