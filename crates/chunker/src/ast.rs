@@ -172,7 +172,7 @@ pub fn chunk(
         out: Vec::new(),
         notes: Vec::new(),
         expansions,
-        stem: file_stem(path),
+        stem: import_name(module_name(path)),
     };
     if root.has_error() {
         w.notes.push(Note::SyntaxErrors);
@@ -252,9 +252,11 @@ struct Walker<'s> {
     /// The items an item-level macro invocation holds, by the invocation's byte range
     /// ([`item_macros`]).
     expansions: HashMap<(usize, usize), Vec<Node<'s>>>,
-    /// The file's name without its extension (`bind` for `lib/helpers/bind.js`): the name a
-    /// module's anonymous default export is imported by.
-    stem: &'s str,
+    /// The name a module's anonymous default export (`export default function (…)`,
+    /// `module.exports = (…) => …`) is imported by: the file's name without its extension,
+    /// a kebab-case name in camelCase (`bind` for `lib/helpers/bind.js`, `isStream` for
+    /// `lib/is-stream.js`).
+    stem: String,
 }
 
 fn is_blank(s: &str) -> bool {
@@ -601,13 +603,13 @@ impl<'s> Walker<'s> {
             && let Some((target, value)) = self.js_assignment(node)
         {
             let own = value.child_by_field_name("name").map(|n| self.text(n));
-            return js_naming(self.text(target), own, kind);
+            return js_naming(self.text(target), own, kind, &self.stem);
         }
         if self.spec.arrow_functions
             && let Some((path, value)) = self.js_call_definition(node)
         {
             let own = value.child_by_field_name("name").map(|n| self.text(n));
-            return js_naming(&path, own, kind);
+            return js_naming(&path, own, kind, &self.stem);
         }
         if self.spec.arrow_functions
             && node.kind() == "pair"
@@ -631,7 +633,7 @@ impl<'s> Walker<'s> {
                     .parent()
                     .is_some_and(|p| p.kind() == "export_statement");
             if self.spec.arrow_functions && default_export && !self.stem.is_empty() {
-                self.stem.to_owned()
+                self.stem.clone()
             } else {
                 "<anonymous>".to_owned()
             }
@@ -1603,9 +1605,37 @@ fn exported_function(mut value: Node) -> Node {
 }
 
 /// `lib/helpers/bind.js` → `bind`; `src/index.ts` → `index`.
+/// `is-stream` → `isStream`: the name a kebab-case module is imported by in JavaScript.
+fn import_name(stem: &str) -> String {
+    let mut out = String::with_capacity(stem.len());
+    let mut upper = false;
+    for c in stem.chars() {
+        if c == '-' {
+            upper = !out.is_empty();
+        } else if upper {
+            out.extend(c.to_uppercase());
+            upper = false;
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
 fn file_stem(path: &str) -> &str {
     let name = path.rsplit(['/', '\\']).next().unwrap_or(path);
     name.split('.').next().unwrap_or(name)
+}
+
+/// The name a file is imported by: its stem, or for an `index` file its directory's name
+/// (`lib/router/index.js` is `require('./router')`).
+fn module_name(path: &str) -> &str {
+    let stem = file_stem(path);
+    if stem != "index" {
+        return stem;
+    }
+    let mut dirs = path.rsplit(['/', '\\']).skip(1);
+    dirs.next().filter(|d| !d.is_empty()).unwrap_or(stem)
 }
 
 fn is_js_function(n: Node) -> bool {
@@ -1699,7 +1729,14 @@ fn js_path(target: &str) -> Option<Vec<&str>> {
 /// is a function named `own` (if it has a name) or, for [`Kind::Module`], an object.
 /// `prototype` segments are dropped: `Foo.prototype.bar` is `Foo.bar`, a method. What is
 /// assigned to `exports` or `module.exports` is a function of the module.
-fn js_naming(target: &str, own: Option<&str>, kind: Kind) -> (Option<String>, String, Kind) {
+/// What an assignment or a call defines, named: its owner, its name and its kind. `stem` is
+/// the name the file is imported by, which names an anonymous `module.exports = (…) => …`.
+fn js_naming(
+    target: &str,
+    own: Option<&str>,
+    kind: Kind,
+    stem: &str,
+) -> (Option<String>, String, Kind) {
     let segs: Vec<&str> = js_path(target)
         .unwrap_or_default()
         .into_iter()
@@ -1721,6 +1758,9 @@ fn js_naming(target: &str, own: Option<&str>, kind: Kind) -> (Option<String>, St
     }
     match (segs.as_slice(), own) {
         (["module", "exports"], Some(own)) => (None, own.to_owned(), Kind::Function),
+        (["module", "exports"], None) if !stem.is_empty() => {
+            (None, stem.to_owned(), Kind::Function)
+        }
         ([_], _) => (None, (*last).to_owned(), kind),
         _ => (
             Some(owner.join(".")),

@@ -135,9 +135,29 @@ fn an_anonymous_default_export_is_known_by_its_file_name() {
             "export default class {\n  get(key) {\n    return this.map.get(key);\n  }\n}\n",
             "class",
         ),
+        // CommonJS: what `module.exports` is given without a name.
+        (
+            "lib/is-stream.js",
+            "javascript",
+            "'use strict';\n\n/** Whether `stream` is a readable stream. */\nmodule.exports = (stream) => {\n  return stream !== null && typeof stream.pipe === 'function';\n};\n",
+            "function",
+        ),
+        (
+            "lib/router/index.js",
+            "javascript",
+            "module.exports = function (options) {\n  const router = { stack: [] };\n  return router;\n};\n",
+            "function",
+        ),
     ];
     for (path, lang, src, kind) in cases {
-        let stem = path.rsplit('/').next().unwrap().split('.').next().unwrap();
+        // The name the module is imported by: a kebab-case file in camelCase, an index file
+        // by its directory.
+        let stem = match *path {
+            "src/utils/is-network-error.ts" => "isNetworkError",
+            "lib/is-stream.js" => "isStream",
+            "lib/router/index.js" => "router",
+            _ => path.rsplit('/').next().unwrap().split('.').next().unwrap(),
+        };
         let recs = records(path, lang, src);
         let def = recs
             .iter()
@@ -477,7 +497,7 @@ fn module_exports_of_a_named_function_is_that_function() {
     assert!(app.text.starts_with("/**\n * Create an application."));
     assert_eq!(
         definitions("javascript", "module.exports = () => 1;\n"),
-        pairs(&[("function", "module.exports")])
+        pairs(&[("function", "x")])
     );
 }
 
