@@ -77,10 +77,9 @@ pub struct QueryConfig {
     /// placeholders such as `%d`, `{}`, `${x}`) appear in the message, in order, gains this
     /// times the top fused score times the share of the message it explains (0 = off).
     pub message_boost: f64,
-    /// For a config key, flag or environment variable, or a name asked alone: a chunk that
-    /// spells the key as written (`REQUESTS_CA_BUNDLE`, `no-ignore-vcs` for `--no-ignore-vcs`,
-    /// `hooks.init`) gains this times the top fused score times the share of the query's keys
-    /// it spells (0 = off).
+    /// For a config key, flag or environment variable: a chunk that spells the key as written
+    /// (`REQUESTS_CA_BUNDLE`, `no-ignore-vcs` for `--no-ignore-vcs`, `show_default`) gains
+    /// this times the top fused score times the share of the query's keys it spells (0 = off).
     pub key_boost: f64,
     /// Prior of tests, examples and benchmarks when the query asks for code (1 = off).
     pub test_prior: f64,

@@ -643,7 +643,7 @@ pub fn adjust<'a, S: std::hash::BuildHasher>(
             }
         }
     }
-    if params.key_boost > 0.0 && matches!(intent, Intent::Config | Intent::Identifier) {
+    if params.key_boost > 0.0 && intent == Intent::Config {
         let keys = config_keys(query);
         if !keys.is_empty() {
             let top = fused.values().copied().fold(0.0, f64::max);
@@ -1138,13 +1138,16 @@ mod tests {
             !ranked("REQUESTS_CA_BUNDLE", 0, 0.0),
             "without the key match the fused order stands"
         );
-        // A name asked alone is a key too.
-        assert_eq!(classify("retryOnTimeout"), Intent::Identifier);
+        // A setting with its value: the key is what is spelled.
+        assert_eq!(classify("retryOnTimeout=false"), Intent::Config);
         assert!(
-            ranked("retryOnTimeout", 2, 0.5),
+            ranked("retryOnTimeout=false", 2, 0.5),
             "the chunk reading the option comes first"
         );
-        assert!(!ranked("retryOnTimeout", 2, 0.0));
+        assert!(!ranked("retryOnTimeout=false", 2, 0.0));
+        // A name asked alone is a symbol, not a key: its definition is looked up instead.
+        assert_eq!(classify("retryOnTimeout"), Intent::Identifier);
+        assert!(!ranked("retryOnTimeout", 2, 0.5));
     }
 
     #[test]
