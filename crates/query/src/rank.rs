@@ -1169,6 +1169,20 @@ mod tests {
             let _ = message_match(&collapse(&text), &text);
         }
 
+        /// Any query yields keys without a panic, each at least four characters, spelled in
+        /// the query itself; any text is read for them without a panic.
+        #[test]
+        fn keys_of_any_query(query in r#"(\PC|[=:({,"'`_.-]){0,80}"#, text in r#"(\PC|[_-]){0,200}"#) {
+            for key in config_keys(&query) {
+                proptest::prop_assert!(key.chars().count() >= 4);
+                proptest::prop_assert!(query.contains(key.as_str()));
+                let _ = spells(&text, &key);
+                let wrapped = format!("({key})");
+                proptest::prop_assert!(spells(&wrapped, &key));
+            }
+            let _ = crate::index::spell_symbol(&query);
+        }
+
         /// A message printed from a format string meets the code that holds it, whatever
         /// values fill the placeholders and whichever spelling the language uses.
         #[test]
