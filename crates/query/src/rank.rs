@@ -1172,7 +1172,7 @@ mod tests {
         /// Any query yields keys without a panic, each at least four characters, spelled in
         /// the query itself; any text is read for them without a panic.
         #[test]
-        fn keys_of_any_query(query in r#"(\PC|[=:({,"'`_.-]){0,80}"#, text in r#"(\PC|[_-]){0,200}"#) {
+        fn keys_of_any_query(query in r#"(\PC|[=:({,"'`_.-]){0,80}"#, text in r"(\PC|[_-]){0,200}") {
             for key in config_keys(&query) {
                 proptest::prop_assert!(key.chars().count() >= 4);
                 proptest::prop_assert!(query.contains(key.as_str()));
