@@ -731,11 +731,13 @@ pub fn config_keys(query: &str) -> Vec<String> {
 }
 
 /// Whether `text` spells `key` as a whole: not inside a longer name (`_`, `-` and letters
-/// or digits on either side make it part of one).
+/// or digits on either side make it part of one), though it may follow a flag's dashes
+/// (`--no-ignore-vcs` spells `no-ignore-vcs`).
 pub fn spells(text: &str, key: &str) -> bool {
     let part = |c: Option<char>| c.is_some_and(|c| c.is_alphanumeric() || c == '_' || c == '-');
     text.match_indices(key).any(|(at, m)| {
-        !part(text[..at].chars().next_back()) && !part(text[at + m.len()..].chars().next())
+        let before = text[..at].trim_end_matches('-');
+        !part(before.chars().next_back()) && !part(text[at + m.len()..].chars().next())
     })
 }
 
@@ -1072,6 +1074,8 @@ mod tests {
             "REQUESTS_CA_BUNDLE"
         ));
         assert!(spells("long: \"no-ignore-vcs\",", "no-ignore-vcs"));
+        assert!(spells("Pass `--no-ignore-vcs` to", "no-ignore-vcs"));
+        assert!(!spells("--yes-no-ignore-vcs", "no-ignore-vcs"));
         assert!(!spells("MY_REQUESTS_CA_BUNDLE_PATH", "REQUESTS_CA_BUNDLE"));
         assert!(!spells("--no-ignore-vcs-parent", "no-ignore-vcs"));
         assert!(!spells("requests_ca_bundle", "REQUESTS_CA_BUNDLE"));
