@@ -417,22 +417,19 @@ async fn train_ranker(
         if pool.is_empty() {
             continue;
         }
-        let hits: Vec<serde_json::Value> = if saved.is_some() {
-            pool.iter().map(|(h, _)| serde_json::json!(h)).collect()
-        } else {
-            Vec::new()
-        };
-        let sample: learned::Sample = pool
-            .into_iter()
-            .map(|(h, f)| {
-                (
-                    f,
-                    q.targets
-                        .iter()
-                        .any(|t| trawl_query::eval::hits_precisely(&h, t)),
-                )
-            })
-            .collect();
+        // Each candidate labelled once; kept whole for --save-pool.
+        let mut sample: learned::Sample = Vec::with_capacity(pool.len());
+        let mut candidates = Vec::new();
+        for (h, f) in pool {
+            let hit = q
+                .targets
+                .iter()
+                .any(|t| trawl_query::eval::hits_precisely(&h, t));
+            if saved.is_some() {
+                candidates.push(serde_json::json!({"f": f.to_vec(), "hit": hit, "doc": h}));
+            }
+            sample.push((f, hit));
+        }
         answered += usize::from(sample.iter().any(|c| c.1));
         if let Some(w) = saved.as_mut() {
             let line = serde_json::json!({
@@ -441,7 +438,7 @@ async fn train_ranker(
                 "split": q.split,
                 "features": trawl_core::config::RankerWeights::NAMES,
                 "query": q.query,
-                "candidates": sample.iter().zip(&hits).map(|((f, hit), h)| serde_json::json!({"f": f.to_vec(), "hit": hit, "doc": h})).collect::<Vec<_>>(),
+                "candidates": candidates,
             });
             writeln!(w, "{line}")?;
         }
