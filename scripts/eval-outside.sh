@@ -7,7 +7,8 @@
 #   fitted, never tuned on;
 # - eval/lookup: pasted errors, config keys and symbols about the four training repositories
 #   (whose questions in words are fitted on, but whose lookups never were), by half;
-# - eval/unseen: four more repositories in four languages, every kind, by half.
+# - eval/unseen: four more repositories in four languages, every kind, by half;
+# - eval/keys: config keys, flags, environment variables and options of six of them, by half.
 #
 #   bash scripts/eval-outside.sh MIRRORS
 #
@@ -31,6 +32,8 @@ for kind in outside naive-outside; do
 done
 cat eval/lookup/*.jsonl > "$work/lookup.jsonl"
 cat eval/unseen/*.jsonl > "$work/unseen.jsonl"
+cat eval/keys/*.jsonl > "$work/keys.jsonl"
 "$TRAWL" --store "$work/outside-local" eval "$work/outside.jsonl" --baseline "$work/naive-outside-local"
 "$TRAWL" --store "$work/outside-local" eval "$work/lookup.jsonl" --baseline "$work/naive-outside-local"
 "$TRAWL" --store "$work/outside-local" eval "$work/unseen.jsonl" --baseline "$work/naive-outside-local"
+"$TRAWL" --store "$work/outside-local" eval "$work/keys.jsonl" --baseline "$work/naive-outside-local"
