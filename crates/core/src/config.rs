@@ -117,7 +117,8 @@ pub struct QueryConfig {
     /// Weight of a query's adjacent word pairs found side by side in a chunk, relative to
     /// one matching word (0 = no phrase scoring).
     pub phrase_weight: f32,
-    /// Candidates each arm contributes per segment (at least 3 × k).
+    /// Candidates each arm contributes per segment, whatever k is (searched deeper only when
+    /// that leaves fewer than 3 × k, below what it ranked).
     pub candidates: usize,
     /// HNSW breadth of search (usearch `expansion_search`): recall against latency.
     pub ef_search: usize,

@@ -175,11 +175,57 @@ pub fn candidates(
 
 /// [`candidates`], with the vector of HyDE's hypothetical code searched as a third arm
 /// (`query.hyde_weight`) when there is one.
+///
+/// The ranking does not depend on `k`: each arm returns `query.candidates` per segment
+/// whatever is asked, so the first ten answers of a search for fifty are the ten of a search
+/// for ten. Only when that leaves fewer than three candidates per answer asked (a deep page,
+/// a small index) are the arms searched again, as deep as the deepest page allowed
+/// (`query.max_k`), and what only that search finds is put after everything the first one
+/// ranked, so a longer page always begins with a shorter one.
 pub fn candidates_with(
     generation: &Generation,
     req: &SearchRequest,
     k: usize,
     filter: Filter,
+    vector: Option<&VectorData>,
+    hyde: Option<&VectorData>,
+    params: &QueryConfig,
+) -> Result<Ranked, QueryError> {
+    let filter = Arc::new(filter);
+    let head = ranked_at(
+        generation,
+        req,
+        params.candidates,
+        &filter,
+        vector,
+        hyde,
+        params,
+    )?;
+    let want = 3 * k;
+    if head.candidates.len() >= want || params.candidates >= want {
+        return Ok(head);
+    }
+    // One depth for every k, so that the tail too is the same whatever is asked.
+    let deep_per_arm = 3 * params.max_k.max(k);
+    let deep = ranked_at(generation, req, deep_per_arm, &filter, vector, hyde, params)?;
+    let seen: std::collections::HashSet<(u32, u32)> =
+        head.candidates.iter().map(|c| (c.0, c.1)).collect();
+    let mut head = head;
+    head.candidates.extend(
+        deep.candidates
+            .into_iter()
+            .filter(|c| !seen.contains(&(c.0, c.1))),
+    );
+    Ok(head)
+}
+
+/// The fused (and, for a question in words, learned) ranking with each arm returning
+/// `per_arm` candidates per segment.
+fn ranked_at(
+    generation: &Generation,
+    req: &SearchRequest,
+    per_arm: usize,
+    filter: &Arc<Filter>,
     vector: Option<&VectorData>,
     hyde: Option<&VectorData>,
     params: &QueryConfig,
@@ -213,14 +259,13 @@ pub fn candidates_with(
     } else {
         1
     };
-    let per_arm = params.candidates.max(3 * k) * depth;
-    let filter = Arc::new(filter);
+    let per_arm = per_arm * depth;
     // Each segment's filter, made once: the arms, the statistics, the symbol and caller
     // lookups all read it.
     let filters: Vec<SegFilter> = generation
         .segments
         .iter()
-        .map(|seg| SegFilter::new(seg, &filter))
+        .map(|seg| SegFilter::new(seg, filter))
         .collect();
     let schema = generation.segments.first().map(|s| s.text.schema());
     // The words score against the statistics of the whole generation (of what the caller

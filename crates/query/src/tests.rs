@@ -891,3 +891,64 @@ async fn the_learned_ranking_reorders_a_questions_candidates_and_leaves_other_qu
     assert!(ident.pool.is_empty());
     assert_eq!(paths(&ident)[0], "a.py");
 }
+
+#[tokio::test]
+async fn a_longer_page_begins_with_the_shorter_pages_answers() {
+    // Sixty chunks sharing the query's words unevenly, each with its own vector: each arm's
+    // order differs, so what reaches a deeper cut of either arm can change the fused order.
+    let words = [
+        "retry", "request", "backoff", "timeout", "respond", "handler",
+    ];
+    let docs: Vec<LiveDoc> = (0..60u64)
+        .map(|i| {
+            let text: Vec<&str> = (0..6)
+                .filter(|b| (i * 7 + b * 3) % (b + 2) == 0)
+                .map(|b| words[b as usize])
+                .collect();
+            live(
+                i,
+                "github.com/a/app",
+                &format!(
+                    "def handler_{i}():\n    # {}\n    return {i}\n",
+                    text.join(" ")
+                ),
+            )
+        })
+        .collect();
+    let (g, _cache) = generation_of(docs).await;
+    let params = QueryConfig {
+        candidates: 4,
+        ..QueryConfig::default()
+    };
+    let query = VectorData::F32(unit(3));
+    for question in [
+        "how does the handler retry a request after a timeout",
+        "retry backoff",
+    ] {
+        let page = |k: usize| -> Vec<String> {
+            let req = SearchRequest::new(question);
+            let ranked = search::candidates(
+                &g,
+                &req,
+                k,
+                Filter::new(&req, Access::all()).unwrap(),
+                Some(&query),
+                &params,
+            )
+            .unwrap();
+            search::finish(&g, &ranked.candidates, k, false, &Access::all())
+                .into_iter()
+                .map(|h| h.chunk.path)
+                .collect()
+        };
+        let longest = page(20);
+        assert_eq!(longest.len(), 20, "{question}: a deep page is filled");
+        for k in 1..20 {
+            assert_eq!(
+                page(k),
+                longest[..k],
+                "{question}: the first {k} answers change when more are asked for"
+            );
+        }
+    }
+}
