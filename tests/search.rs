@@ -339,6 +339,47 @@ Alerts that page the oncall engineer are listed on the dashboard.\n\
 Alerts page the oncall engineer's phone, then the whole team.\n";
 
 #[test]
+fn the_callers_of_a_definition_cut_in_parts_are_found() {
+    // `load_settings` is longer than the ceiling (400 bytes here): it is cut at statements
+    // into parts that share its name. Asked who calls it, its caller comes first.
+    let mut body = String::from(
+        "def load_settings(path):\n    \"\"\"Read the settings file and fill in every default.\"\"\"\n",
+    );
+    for i in 0..24 {
+        body.push_str(&format!(
+            "    value_{i} = read_value(path, 'section_{i}', default_{i}())\n"
+        ));
+    }
+    body.push_str("    return locals()\n");
+    let src = SourceRepo::named("settings");
+    src.commit(
+        &[
+            ("conf/loader.py", file(&body)),
+            (
+                "app/main.py",
+                file(
+                    "from conf.loader import load_settings\n\n\ndef start_server(argv):\n    \"\"\"Boot the HTTP server.\"\"\"\n    settings = load_settings(argv[1])\n    return serve_forever(settings)\n",
+                ),
+            ),
+        ],
+        false,
+    );
+    let work = tempfile::tempdir().unwrap();
+    index(work.path(), &[&src.path()], "hash");
+    let parts = search_json(work.path(), &["load_settings", "-k", "10"]);
+    assert!(
+        parts
+            .iter()
+            .filter(|h| h["symbol"] == "load_settings")
+            .count()
+            > 1,
+        "the fixture's function is cut in parts: {parts:?}"
+    );
+    let hits = search_json(work.path(), &["who calls load_settings?", "-k", "3"]);
+    assert_eq!(hits[0]["symbol"], "start_server", "{hits:?}");
+}
+
+#[test]
 fn a_long_prose_section_is_cut_where_its_topic_changes() {
     let src = SourceRepo::named("runbook");
     src.commit(&[("RUNBOOK.md", file(RUNBOOK_MD))], false);

@@ -56,7 +56,7 @@ pub fn header(src: &Source, p: &Piece) -> String {
     }
     let mut h = format!("{} · {where_}", src.path);
     if let Some((i, n)) = p.part {
-        h.push_str(&format!(" (part {i}/{n})"));
+        h.push_str(&trawl_core::records::part_label(i, n));
     }
     h.push('\n');
     if p.part.is_some()

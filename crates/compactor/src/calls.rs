@@ -139,6 +139,11 @@ pub fn resolve_calls(docs: &mut [LiveDoc]) -> CallStats {
     let mut by_name: HashMap<(&str, &str), Vec<Def<'_>>> = HashMap::new();
     for d in docs.iter() {
         let d = &d.doc;
+        // A definition split at statements is called through its first part (its signature):
+        // the later parts are the same definition, not namesakes that make a call ambiguous.
+        if trawl_core::records::is_later_part(&d.header) {
+            continue;
+        }
         let own = d
             .symbol
             .as_deref()
@@ -290,6 +295,53 @@ mod tests {
         want.sort();
         assert_eq!(ids[4], want);
         assert_eq!(stats.same_file, 2);
+    }
+
+    #[test]
+    fn a_definition_split_in_parts_is_called_through_its_first_part() {
+        // `load` is long enough to be cut at statements: three chunks share its name. They
+        // are one definition, so a call to it is not ambiguous.
+        let part = |i: u32, lines: (u32, u32)| DocRow {
+            chunk_id: trawl_core::hash::chunk_id(
+                &trawl_core::RepoId::parse("github.com/acme/shop").unwrap(),
+                "pkg/load.py",
+                "function",
+                "load",
+                i,
+            ),
+            header: format!(
+                "pkg/load.py · function load{}\nlanguage: python",
+                trawl_core::records::part_label(i, 3)
+            ),
+            start_line: lines.0,
+            end_line: lines.1,
+            ..def("pkg/load.py", "python", "function", "load")
+        };
+        let parts = [part(1, (1, 40)), part(2, (41, 80)), part(3, (81, 99))];
+        let me = caller(
+            "pkg/main.py",
+            "main",
+            &["load"],
+            &["from .load import load"],
+        );
+        let (ids, stats) = resolve(vec![
+            parts[0].clone(),
+            parts[1].clone(),
+            parts[2].clone(),
+            me,
+        ]);
+        assert_eq!(ids[3], vec![parts[0].chunk_id]);
+        assert_eq!((stats.imported, stats.ambiguous), (1, 0));
+        // In the same file too.
+        let here = caller("pkg/load.py", "reload", &["load"], &[]);
+        let (ids, stats) = resolve(vec![
+            parts[0].clone(),
+            parts[1].clone(),
+            parts[2].clone(),
+            here,
+        ]);
+        assert_eq!(ids[3], vec![parts[0].chunk_id]);
+        assert_eq!((stats.same_file, stats.ambiguous), (1, 0));
     }
 
     #[test]

@@ -264,6 +264,28 @@ pub const IMPORTS_LINE: &str = "imports: ";
 /// The line every chunk header ends with.
 pub const LANGUAGE_LINE: &str = "language: ";
 
+/// What a chunk's header says after its place when the chunk is one part of a definition
+/// split at statements: ` (part 2/3)`.
+pub fn part_label(i: u32, n: u32) -> String {
+    format!(" (part {i}/{n})")
+}
+
+/// The part of a split definition a chunk is, read from its header's first line
+/// ([`part_label`]); `None` for a chunk that is not a part.
+pub fn header_part(header: &str) -> Option<(u32, u32)> {
+    let first = header.lines().next()?;
+    let label = first.strip_suffix(')')?;
+    let (_, nums) = label.rsplit_once(" (part ")?;
+    let (i, n) = nums.split_once('/')?;
+    Some((i.parse().ok()?, n.parse().ok()?))
+}
+
+/// Whether a chunk is the second or a later part of a definition split at statements: the
+/// same definition as its first part, not a namesake.
+pub fn is_later_part(header: &str) -> bool {
+    header_part(header).is_some_and(|(i, _)| i > 1)
+}
+
 /// `indexed` (a chunk's [`ChunkRecord::indexed_text`]) without its header's imports line: for
 /// a small embedding model, a file's imports (up to 400 characters, the same for every chunk
 /// of the file) take its window and pull every chunk of the file toward one vector. Only a
@@ -801,6 +823,18 @@ mod tests {
             token_estimate: 5,
             chunker_version: "1".into(),
         }
+    }
+
+    #[test]
+    fn a_parts_number_is_read_back_from_its_header() {
+        let h = format!("a.go · function F{}\nsignature: func F()", part_label(2, 3));
+        assert_eq!(header_part(&h), Some((2, 3)));
+        assert!(is_later_part(&h));
+        let first = format!("a.go · function F{}", part_label(1, 3));
+        assert!(!is_later_part(&first));
+        // A chunk whole, and a name that merely ends like a label, are no part.
+        assert_eq!(header_part("a.go · function F\nlanguage: go"), None);
+        assert_eq!(header_part("docs/x.md · Setup (part one)"), None);
     }
 
     #[test]

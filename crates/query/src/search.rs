@@ -419,7 +419,7 @@ fn ranked_at(
             && let Some((owner, member)) = key.rsplit_once('.')
         {
             let named = owned_by(owner, definitions(member), doc);
-            if named.len() <= MAX_MEMBER_MATCHES {
+            if distinct_definitions(&named, doc) <= MAX_MEMBER_MATCHES {
                 defs = named;
                 boost = MEMBER_SYMBOL;
             }
@@ -446,6 +446,8 @@ fn ranked_at(
             {
                 defs = owned_by(owner, definitions(member), doc);
             }
+            // A definition split at statements is called through its first part.
+            defs.retain(|&k| !trawl_core::records::is_later_part(&doc(k).header));
             if defs.is_empty() || defs.len() > MAX_MEMBER_MATCHES {
                 continue;
             }
@@ -609,6 +611,14 @@ pub const MEMBER_SYMBOL: f64 = 0.5;
 /// A member name defined more often than this says too little to boost any of them.
 pub const MAX_MEMBER_MATCHES: usize = 3;
 
+/// How many definitions `defs` are: the parts of a definition split at statements count
+/// once.
+fn distinct_definitions<'a>(defs: &[rank::Key], doc: impl Fn(rank::Key) -> &'a DocRow) -> usize {
+    defs.iter()
+        .filter(|&&k| !trawl_core::records::is_later_part(&doc(k).header))
+        .count()
+}
+
 /// The definitions of a member name that `owner` (as the query wrote it: `app` in
 /// `app.callback`) may stand for, when there are too many to boost them all: those whose
 /// owner in the qualified name, or whose file's name, `owner` abbreviates (`app` →
@@ -624,7 +634,7 @@ fn owned_by<'a>(
     // definitions of its member stand. A word that names one (`hooks.init`) picks among
     // them, and picks none when none is its.
     let receiver = owner.len() <= 2 || matches!(owner, "self" | "this" | "cls" | "super");
-    if receiver && defs.len() <= MAX_MEMBER_MATCHES {
+    if receiver && distinct_definitions(&defs, &doc) <= MAX_MEMBER_MATCHES {
         return defs;
     }
     defs.into_iter()
