@@ -21,7 +21,6 @@ mirrors=${1:?usage: eval-outside.sh MIRRORS}
 source scripts/work.sh
 checkouts=$(bash scripts/checkouts.sh "$mirrors" "$work" eval/dev/repos.tsv eval/train/repos.tsv eval/outside/repos.tsv eval/unseen/repos.tsv)
 mapfile -t repos <<< "$checkouts"
-cat eval/outside/*.jsonl > "$work/outside.jsonl"
 for kind in outside naive-outside; do
   store="$work/$kind-local"
   [ -e "$store/index/CURRENT" ] && continue
@@ -30,10 +29,7 @@ for kind in outside naive-outside; do
   echo "== indexing ${#repos[@]} repositories ($kind)" >&2
   "$TRAWL" --store "$store" "${set[@]}" --set "fetch.cache_dir=$work/mirrors" index "${repos[@]}" >&2
 done
-cat eval/lookup/*.jsonl > "$work/lookup.jsonl"
-cat eval/unseen/*.jsonl > "$work/unseen.jsonl"
-cat eval/keys/*.jsonl > "$work/keys.jsonl"
-"$TRAWL" --store "$work/outside-local" eval "$work/outside.jsonl" --baseline "$work/naive-outside-local"
-"$TRAWL" --store "$work/outside-local" eval "$work/lookup.jsonl" --baseline "$work/naive-outside-local"
-"$TRAWL" --store "$work/outside-local" eval "$work/unseen.jsonl" --baseline "$work/naive-outside-local"
-"$TRAWL" --store "$work/outside-local" eval "$work/keys.jsonl" --baseline "$work/naive-outside-local"
+for set in outside lookup unseen keys; do
+  cat eval/"$set"/*.jsonl > "$work/$set.jsonl"
+  "$TRAWL" --store "$work/outside-local" eval "$work/$set.jsonl" --baseline "$work/naive-outside-local"
+done

@@ -318,28 +318,22 @@ mod tests {
             ..def("pkg/load.py", "python", "function", "load")
         };
         let parts = [part(1, (1, 40)), part(2, (41, 80)), part(3, (81, 99))];
+        let with_caller = |c: DocRow| {
+            let mut rows = parts.to_vec();
+            rows.push(c);
+            resolve(rows)
+        };
         let me = caller(
             "pkg/main.py",
             "main",
             &["load"],
             &["from .load import load"],
         );
-        let (ids, stats) = resolve(vec![
-            parts[0].clone(),
-            parts[1].clone(),
-            parts[2].clone(),
-            me,
-        ]);
+        let (ids, stats) = with_caller(me);
         assert_eq!(ids[3], vec![parts[0].chunk_id]);
         assert_eq!((stats.imported, stats.ambiguous), (1, 0));
         // In the same file too.
-        let here = caller("pkg/load.py", "reload", &["load"], &[]);
-        let (ids, stats) = resolve(vec![
-            parts[0].clone(),
-            parts[1].clone(),
-            parts[2].clone(),
-            here,
-        ]);
+        let (ids, stats) = with_caller(caller("pkg/load.py", "reload", &["load"], &[]));
         assert_eq!(ids[3], vec![parts[0].chunk_id]);
         assert_eq!((stats.same_file, stats.ambiguous), (1, 0));
     }

@@ -192,7 +192,7 @@ pub fn candidates_with(
     params: &QueryConfig,
 ) -> Result<Ranked, QueryError> {
     let filter = Arc::new(filter);
-    let head = ranked_at(
+    let mut head = ranked_at(
         generation,
         req,
         params.candidates,
@@ -210,7 +210,6 @@ pub fn candidates_with(
     let deep = ranked_at(generation, req, deep_per_arm, &filter, vector, hyde, params)?;
     let seen: std::collections::HashSet<(u32, u32)> =
         head.candidates.iter().map(|c| (c.0, c.1)).collect();
-    let mut head = head;
     head.candidates.extend(
         deep.candidates
             .into_iter()
