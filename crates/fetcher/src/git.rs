@@ -600,6 +600,81 @@ mod tests {
         }
     }
 
+    /// A repository at `dir` with `n` commits a minute apart, each changing `f.txt`.
+    fn repo_with_commits(dir: &std::path::Path, n: usize) {
+        let repo = Repository::init(dir).unwrap();
+        let mut parent: Option<Oid> = None;
+        for i in 0..n {
+            std::fs::write(dir.join("f.txt"), format!("line {i}\n")).unwrap();
+            let mut index = repo.index().unwrap();
+            index.add_path(std::path::Path::new("f.txt")).unwrap();
+            let tree = repo.find_tree(index.write_tree().unwrap()).unwrap();
+            let parents: Vec<git2::Commit<'_>> = parent
+                .iter()
+                .map(|p| repo.find_commit(*p).unwrap())
+                .collect();
+            let refs: Vec<&git2::Commit<'_>> = parents.iter().collect();
+            let when = git2::Time::new(1_700_000_000 + 60 * i as i64, 0);
+            let sig = git2::Signature::new("t", "t@example.com", &when).unwrap();
+            let msg = format!("change {i}");
+            parent = Some(
+                repo.commit(Some("HEAD"), &sig, &sig, &msg, &tree, &refs)
+                    .unwrap(),
+            );
+        }
+    }
+
+    #[test]
+    fn a_shallow_clone_keeps_the_history_it_has() {
+        let tmp = tempfile::tempdir().unwrap();
+        let full = tmp.path().join("full");
+        repo_with_commits(&full, 5);
+        let shallow = tmp.path().join("shallow");
+        let out = std::process::Command::new("git")
+            .args(["clone", "-q", "--depth", "2"])
+            .arg(format!("file://{}", full.display()))
+            .arg(&shallow)
+            .output()
+            .expect("git is installed");
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let repo = Repository::open(&shallow).unwrap();
+        let head = repo.head().unwrap().target().unwrap();
+        let h = history(&repo, head, None, 100).expect("the history a shallow clone holds");
+        let messages: Vec<&str> = h.iter().map(|c| c.message.as_str()).collect();
+        assert_eq!(messages, ["change 4", "change 3"]);
+        assert_eq!(h[0].paths, ["f.txt"], "the newest commit's change");
+        assert!(
+            h[1].paths.is_empty(),
+            "the edge commit's parent is not in the clone: no change is made up"
+        );
+        // The whole repository: every commit, the first one adding its file.
+        let repo = Repository::open(&full).unwrap();
+        let head = repo.head().unwrap().target().unwrap();
+        let h = history(&repo, head, None, 100).unwrap();
+        assert_eq!(h.len(), 5);
+        assert_eq!(h[4].paths, ["f.txt"]);
+        // A clone made from a shallow one is not marked shallow: the commits past its edge
+        // are simply missing. The history stops there instead of failing.
+        let second = h[3].id.to_string();
+        std::fs::remove_file(
+            full.join(".git/objects")
+                .join(&second[..2])
+                .join(&second[2..]),
+        )
+        .unwrap();
+        let repo = Repository::open(&full).unwrap();
+        let h = history(&repo, head, None, 100).expect("the history before the missing commit");
+        let messages: Vec<&str> = h.iter().map(|c| c.message.as_str()).collect();
+        assert!(
+            messages.starts_with(&["change 4", "change 3"]) && !messages.contains(&"change 1"),
+            "{messages:?}"
+        );
+    }
+
     #[test]
     fn github_token_goes_to_github_com_exactly() {
         let c = creds(&FetchConfig::default(), &[("GITHUB_TOKEN", "gh")]);
@@ -794,34 +869,39 @@ pub fn history(
         return Ok(Vec::new());
     }
     let mut walk = repo.revwalk()?;
-    walk.set_sorting(git2::Sort::TOPOLOGICAL | git2::Sort::TIME)?;
+    // Newest first, read as the walk goes: a topological or time sort reads the whole graph
+    // first, and fails on a clone whose history's objects end (made from a shallow one).
+    walk.set_sorting(git2::Sort::NONE)?;
     walk.push(head)?;
     if let Some(s) = since.filter(|s| repo.find_commit(*s).is_ok()) {
         walk.hide(s)?;
     }
+    let shallow = repo.is_shallow();
     let mut out = Vec::new();
     for id in walk.take(limit) {
-        let commit = repo.find_commit(id?)?;
-        let tree = commit.tree()?;
-        let parent = match commit.parents().next() {
-            Some(p) => Some(p.tree()?),
-            None => None,
-        };
-        let mut opts = git2::DiffOptions::new();
-        opts.context_lines(0).max_size(MAX_HUNK_FILE_BYTES);
-        let diff = repo.diff_tree_to_tree(parent.as_ref(), Some(&tree), Some(&mut opts))?;
-        let mut paths = Vec::new();
-        let mut hunks = Vec::new();
-        for (i, d) in diff.deltas().enumerate().take(MAX_COMMIT_PATHS) {
-            let Some(p) = d.new_file().path().or_else(|| d.old_file().path()) else {
-                continue;
-            };
-            let path = p.to_string_lossy().into_owned();
-            if let Some(file) = file_hunks(&diff, i, &path)? {
-                hunks.push(file);
+        let id = match id {
+            Ok(id) => id,
+            // A shallow clone (a CI checkout) has the history down to its depth: keep that.
+            Err(e) if e.code() == git2::ErrorCode::NotFound => {
+                tracing::info!(commits = out.len(), error = %e, "the commit history ends where the clone's objects end (a shallow clone?)");
+                break;
             }
-            paths.push(path);
-        }
+            Err(e) => return Err(e),
+        };
+        let commit = repo.find_commit(id)?;
+        let tree = commit.tree()?;
+        // At the edge of a shallow clone a commit's parent is not in the clone (git grafts
+        // it away, or its object is missing): the message without its changes, rather than
+        // every file read as added.
+        let (paths, hunks) = match commit.parent_ids().next() {
+            None if shallow => (Vec::new(), Vec::new()),
+            None => changes(repo, None, &tree)?,
+            Some(p) => match repo.find_commit(p) {
+                Ok(p) => changes(repo, Some(&p.tree()?), &tree)?,
+                Err(e) if e.code() == git2::ErrorCode::NotFound => (Vec::new(), Vec::new()),
+                Err(e) => return Err(e),
+            },
+        };
         out.push(HistoryCommit {
             id: commit.id(),
             time: commit.author().when().seconds(),
@@ -833,6 +913,31 @@ pub fn history(
         });
     }
     Ok(out)
+}
+
+/// The paths a commit changed from `parent` (none: a root commit) to `tree`, at most
+/// [`MAX_COMMIT_PATHS`], and the changed lines of its text files.
+fn changes(
+    repo: &Repository,
+    parent: Option<&git2::Tree<'_>>,
+    tree: &git2::Tree<'_>,
+) -> Result<(Vec<String>, Vec<trawl_core::records::FileHunks>), git2::Error> {
+    let mut opts = git2::DiffOptions::new();
+    opts.context_lines(0).max_size(MAX_HUNK_FILE_BYTES);
+    let diff = repo.diff_tree_to_tree(parent, Some(tree), Some(&mut opts))?;
+    let mut paths = Vec::new();
+    let mut hunks = Vec::new();
+    for (i, d) in diff.deltas().enumerate().take(MAX_COMMIT_PATHS) {
+        let Some(p) = d.new_file().path().or_else(|| d.old_file().path()) else {
+            continue;
+        };
+        let path = p.to_string_lossy().into_owned();
+        if let Some(file) = file_hunks(&diff, i, &path)? {
+            hunks.push(file);
+        }
+        paths.push(path);
+    }
+    Ok((paths, hunks))
 }
 
 /// The hunks of delta `i` of `diff` (made with no context lines), or none for a binary or
