@@ -48,9 +48,25 @@ fn commit(src: &SourceRepo, files: &[(String, Node)]) {
 }
 
 async fn fetch_and_chunk(h: &Harness, srcs: &[&SourceRepo]) {
+    fetch_and_chunk_with(h, srcs, RunOptions::default()).await;
+}
+
+/// [`fetch_and_chunk`] as `trawl fetch` runs it: the fetcher records the chunker version
+/// it sends files to.
+async fn fetch_and_chunk_as_the_cli(h: &Harness, srcs: &[&SourceRepo]) {
+    let opts = RunOptions {
+        chunker_version: Some(trawl_chunk_worker::part_version(
+            trawl_chunker::Strategy::Ast,
+        )),
+        ..RunOptions::default()
+    };
+    fetch_and_chunk_with(h, srcs, opts).await;
+}
+
+async fn fetch_and_chunk_with(h: &Harness, srcs: &[&SourceRepo], opts: RunOptions) {
     let paths: Vec<_> = srcs.iter().map(|s| s.path()).collect();
     let refs: Vec<&std::path::Path> = paths.iter().map(std::path::PathBuf::as_path).collect();
-    let (report, _) = h.run(&refs, RunOptions::default()).await;
+    let (report, _) = h.run(&refs, opts).await;
     assert_eq!(report.failed(), 0);
     let worker = ChunkWorker::new(
         h.store.clone(),
@@ -190,7 +206,8 @@ async fn every_chunk_is_embedded_once_and_a_fork_or_a_rerun_sends_nothing() {
     let hash: Arc<dyn Embedder> = hash;
     let rescan = backfill(&h, &hash, false).await;
     assert_eq!(rescan.embed.tokens_sent, 0);
-    assert_eq!(rescan.embed.chunks as usize, 2 * chunks.len());
+    // It reads the listed repositories' files: the last fetch run listed the fork alone.
+    assert_eq!(rescan.embed.chunks as usize, chunks.len());
     assert_eq!(vectors(&h.store).await.len(), got.len());
 }
 
@@ -368,6 +385,65 @@ async fn a_model_change_fills_a_new_space_and_leaves_the_old_one_serving() {
     );
     let again = backfill(&h, &new, true).await;
     assert_eq!(again.embed.tokens_sent, 0);
+}
+
+#[tokio::test]
+async fn a_backfill_embeds_only_the_files_the_repositories_hold_now() {
+    let h = Harness::new().with_inproc_bus();
+    let src = SourceRepo::new();
+    let mut files = stdlib_json();
+    files.push((
+        "gone.py".into(),
+        file("def superseded_marker():\n    return 'only in the first commit'\n"),
+    ));
+    commit(&src, &files);
+    fetch_and_chunk_as_the_cli(&h, &[&src]).await;
+    embed(&h, Arc::new(HashEmbedder::new(64).unwrap()))
+        .await
+        .unwrap();
+    let gone: std::collections::HashSet<ContentHash> = all_chunks(&h.store)
+        .await
+        .into_iter()
+        .filter(|c| c.path == "gone.py")
+        .map(|c| c.content_hash)
+        .collect();
+    assert!(!gone.is_empty());
+    // The file is deleted: its chunk part stays in the store until retention collects it.
+    files.pop();
+    commit(&src, &files);
+    fetch_and_chunk_as_the_cli(&h, &[&src]).await;
+    let current: std::collections::HashSet<ContentHash> = all_chunks(&h.store)
+        .await
+        .into_iter()
+        .filter(|c| c.path != "gone.py")
+        .map(|c| c.content_hash)
+        .collect();
+    assert!(current.is_disjoint(&gone));
+
+    let new: Arc<dyn Embedder> = Arc::new(HashEmbedder::new(128).unwrap());
+    let dry = backfill(&h, &new, true).await;
+    assert_eq!(
+        dry.embed.cache_misses,
+        current.len() as u64,
+        "priced: the files held now"
+    );
+    let filled = backfill(&h, &new, false).await;
+    assert_eq!(filled.embed.vectors_written, current.len() as u64);
+    let mut in_new_space = std::collections::HashSet::new();
+    for key in h
+        .store
+        .list("embeddings/space=trawl-hash-v1.128.float/")
+        .await
+        .unwrap()
+    {
+        let rows: Vec<EmbeddingRecord> =
+            records::from_parquet(h.store.get(&key).await.unwrap().unwrap()).unwrap();
+        in_new_space.extend(rows.into_iter().map(|r| r.content_hash));
+    }
+    assert_eq!(
+        in_new_space, current,
+        "the deleted file's chunks are not embedded again"
+    );
 }
 
 #[tokio::test]

@@ -258,20 +258,7 @@ fn newest_per_key<T>(rows: &mut Vec<T>, key: impl Fn(&T) -> (&str, &str, &str)) 
 /// that left the list is not indexed any more, whatever its state says. Without a list
 /// (stores written before it existed) every recorded state counts.
 pub async fn listed_states(store: &Store) -> Result<Vec<RepoState>, CompactError> {
-    let list: Option<std::collections::HashSet<RepoId>> = store
-        .get_json::<RepoList>(keys::REPO_LIST)
-        .await?
-        .map(|l| l.repos.into_iter().collect());
-    let mut states = Vec::new();
-    for key in store.list("repos/").await? {
-        if key.ends_with("/state.json")
-            && let Some(s) = store.get_json::<RepoState>(&key).await?
-            && list.as_ref().is_none_or(|l| l.contains(&s.repo))
-        {
-            states.push(s);
-        }
-    }
-    Ok(states)
+    Ok(trawl_core::store::listed_states(store).await?)
 }
 
 /// A fingerprint of everything a live set is computed from: the repository list, the listed

@@ -577,6 +577,81 @@ pub struct Version {
     pub version: Option<String>,
 }
 
+/// The states of the repositories the index is made of: those on the repository list
+/// (`repos/list.json`), or every recorded one in a store written before the list existed.
+pub async fn listed_states(store: &Store) -> Result<Vec<crate::records::RepoState>, Error> {
+    use crate::records::{RepoList, RepoState};
+    let list: Option<std::collections::HashSet<crate::ids::RepoId>> = store
+        .get_json::<RepoList>(keys::REPO_LIST)
+        .await?
+        .map(|l| l.repos.into_iter().collect());
+    let mut states = Vec::new();
+    for key in store.list("repos/").await? {
+        if key.ends_with("/state.json")
+            && let Some(s) = store.get_json::<RepoState>(&key).await?
+            && list.as_ref().is_none_or(|l| l.contains(&s.repo))
+        {
+            states.push(s);
+        }
+    }
+    Ok(states)
+}
+
+/// Which chunk parts hold the files the listed repositories have now (see
+/// [`current_chunk_parts`]).
+#[derive(Debug, Default)]
+pub struct CurrentParts {
+    /// The parts of each listed repository's last manifest, for the chunker version its files
+    /// were sent to.
+    parts: std::collections::HashSet<String>,
+    /// `chunks/repo=<key>/` of listed repositories whose state predates the chunker version
+    /// being kept: any of their parts may be current.
+    whole: Vec<String>,
+}
+
+impl CurrentParts {
+    /// Whether the chunk part `key` holds a file version a listed repository has now.
+    pub fn contains(&self, key: &str) -> bool {
+        self.parts.contains(key) || self.whole.iter().any(|p| key.starts_with(p.as_str()))
+    }
+}
+
+/// The chunk parts of the files the listed repositories hold now: each one's last manifest,
+/// its indexed files, chunked by the version the fetcher sent them to. Parts of superseded
+/// file versions, of an older chunker and of repositories that left the list stay in the
+/// store until retention collects them; a backfill has no use for them. `None` when the
+/// store records no repository (chunks written without the fetcher): then every part counts.
+pub async fn current_chunk_parts(store: &Store) -> Result<Option<CurrentParts>, Error> {
+    let states = listed_states(store).await?;
+    if states.is_empty() {
+        return Ok(None);
+    }
+    let mut current = CurrentParts::default();
+    for state in states {
+        let Some(version) = &state.chunker_version else {
+            current
+                .whole
+                .push(format!("chunks/repo={}/", state.repo.key()));
+            continue;
+        };
+        let Some(bytes) = store
+            .get(&keys::manifest(&state.repo, &state.last_commit))
+            .await?
+        else {
+            continue;
+        };
+        let rows: Vec<crate::records::ManifestRow> = crate::records::from_parquet(bytes)?;
+        for row in rows.iter().filter(|r| r.skip_reason.is_none()) {
+            if let Some(blob) = &row.blob {
+                current
+                    .parts
+                    .insert(keys::chunk_part(&row.repo_id, &row.path, blob, version));
+            }
+        }
+    }
+    Ok(Some(current))
+}
+
 /// The object layout of ARCHITECTURE.md, as functions of validated identities.
 pub mod keys {
     use crate::ids::{CommitId, RepoId, RunId};

@@ -415,7 +415,8 @@ impl EmbedWorker {
         self.report(started).await
     }
 
-    /// Embeds every chunk in the store that has no vector in this space yet, without the bus
+    /// Embeds every chunk of the files the indexed repositories hold now that has no vector
+    /// in this space yet, without the bus
     /// (after a model change, or to price one with `dry_run`).
     pub async fn backfill(
         &self,
@@ -878,15 +879,31 @@ impl Inner {
         result
     }
 
-    /// Every chunk part in the store.
+    /// The chunk parts of the files the listed repositories hold now (every part in a store
+    /// that records no repository): what a backfill embeds.
     async fn chunk_parts(&self) -> Result<Vec<String>, trawl_core::Error> {
-        Ok(self
+        let current = trawl_core::store::current_chunk_parts(&self.store).await?;
+        let mut left_out = 0u64;
+        let parts: Vec<String> = self
             .store
             .list("chunks/")
             .await?
             .into_iter()
             .filter(|k| k.ends_with(".parquet"))
-            .collect())
+            .filter(|k| {
+                let keep = current.as_ref().is_none_or(|c| c.contains(k));
+                left_out += u64::from(!keep);
+                keep
+            })
+            .collect();
+        if left_out > 0 {
+            tracing::info!(
+                parts = parts.len(),
+                left_out,
+                "chunk parts of superseded file versions, older chunkers and repositories no longer listed are not embedded"
+            );
+        }
+        Ok(parts)
     }
 
     /// Writes `rows` as one embedding part of `space` (sorted, named by its content hashes)
