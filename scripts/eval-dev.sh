@@ -22,14 +22,6 @@ source scripts/work.sh
 checkouts=$(bash scripts/checkouts.sh "$mirrors" "$work" eval/dev/repos.tsv)
 mapfile -t repos <<< "$checkouts"
 cat eval/dev/*.jsonl > "$work/queries.jsonl"
-for kind in trawl naive; do
-  store="$work/$kind-$embedder"
-  [ -e "$store/index/CURRENT" ] && continue
-  set=()
-  [ "$kind" = naive ] && set=(--set chunk.strategy=windows)
-  echo "== indexing ($kind, $embedder embedder)" >&2
-  "$TRAWL" --store "$store" "${set[@]}" --set "fetch.cache_dir=$work/mirrors" \
-    index "${repos[@]}" --embedder "$embedder" >&2
-done
+index_pair "$work/trawl-$embedder" "$work/naive-$embedder" "$embedder" "${repos[@]}"
 "$TRAWL" --store "$work/trawl-$embedder" eval "$work/queries.jsonl" --embedder "$embedder" \
   --baseline "$work/naive-$embedder" --ablate "${@:3}"

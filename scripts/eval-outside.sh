@@ -21,14 +21,7 @@ mirrors=${1:?usage: eval-outside.sh MIRRORS}
 source scripts/work.sh
 checkouts=$(bash scripts/checkouts.sh "$mirrors" "$work" eval/dev/repos.tsv eval/train/repos.tsv eval/outside/repos.tsv eval/unseen/repos.tsv)
 mapfile -t repos <<< "$checkouts"
-for kind in outside naive-outside; do
-  store="$work/$kind-local"
-  [ -e "$store/index/CURRENT" ] && continue
-  set=()
-  [ "$kind" = naive-outside ] && set=(--set chunk.strategy=windows)
-  echo "== indexing ${#repos[@]} repositories ($kind)" >&2
-  "$TRAWL" --store "$store" "${set[@]}" --set "fetch.cache_dir=$work/mirrors" index "${repos[@]}" >&2
-done
+index_pair "$work/outside-local" "$work/naive-outside-local" local "${repos[@]}"
 for set in outside lookup unseen keys; do
   cat eval/"$set"/*.jsonl > "$work/$set.jsonl"
   "$TRAWL" --store "$work/outside-local" eval "$work/$set.jsonl" --baseline "$work/naive-outside-local"
