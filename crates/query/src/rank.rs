@@ -770,9 +770,10 @@ const LEND_POOL: usize = 30;
 const NARROW_POOL: usize = 100;
 
 /// A wide chunk (a file's table of contents, a class skeleton) gives its place to the best
-/// narrower candidate of the same file inside its lines, when there is one; the wide chunk
-/// then follows as that result's context (or, for a table of contents, is dropped). A wide
-/// chunk with a narrower one of its own above it is dropped likewise.
+/// narrower candidate of the same file inside its lines, when there is one, and leaves the
+/// results: a citation points at the lines that answer, and the skeleton is that result's
+/// parent (`--expand` attaches it). A wide chunk with a narrower one of its own above it
+/// leaves likewise. A wide chunk with nothing narrower among the candidates stays.
 pub fn narrow<'a>(ranked: &mut Vec<(u32, u32, f64)>, doc: impl Fn(u32, u32) -> &'a DocRow) {
     let mut at = 0;
     while at < ranked.len() {
@@ -790,29 +791,15 @@ pub fn narrow<'a>(ranked: &mut Vec<(u32, u32, f64)>, doc: impl Fn(u32, u32) -> &
                 && n.start_line >= w.start_line
                 && n.end_line <= w.end_line
         };
-        // A narrower chunk of it already ranks above: a skeleton collapses into it as
-        // context; a table of contents, which never collapses, is dropped.
         if (0..at).any(within) {
-            if w.kind == ChunkKind::Toc {
-                ranked.remove(at);
-            } else {
-                at += 1;
-            }
+            ranked.remove(at);
             continue;
         }
-        let inside = (at + 1..ranked.len().min(at + 1 + NARROW_POOL)).find(|&j| within(j));
-        match inside {
-            Some(j) => {
-                let (ns, no, _) = ranked.remove(j);
-                let wide = ranked.remove(at);
-                ranked.insert(at, (ns, no, score));
-                if w.kind != ChunkKind::Toc {
-                    ranked.insert(at + 1, (wide.0, wide.1, score));
-                }
-                at += 1;
-            }
-            None => at += 1,
+        if let Some(j) = (at + 1..ranked.len().min(at + 1 + NARROW_POOL)).find(|&j| within(j)) {
+            let (ns, no, _) = ranked.remove(j);
+            ranked[at] = (ns, no, score);
         }
+        at += 1;
     }
 }
 
@@ -1152,6 +1139,33 @@ mod tests {
         // A name asked alone is a symbol, not a key: its definition is looked up instead.
         assert_eq!(classify("retryOnTimeout"), Intent::Identifier);
         assert!(!ranked("retryOnTimeout", 2, 0.5));
+    }
+
+    #[test]
+    fn a_citation_is_the_member_not_the_skeleton_around_it() {
+        use trawl_index::testing::function_doc;
+        let doc = |kind: ChunkKind, path: &str, lines: (u32, u32)| DocRow {
+            kind,
+            ..function_doc("github.com/acme/shop", path, "x", "x", lines)
+        };
+        let docs = [
+            doc(ChunkKind::ClassSkeleton, "cart.py", (1, 400)),
+            doc(ChunkKind::Function, "pay.py", (1, 20)),
+            doc(ChunkKind::Method, "cart.py", (120, 140)),
+            doc(ChunkKind::ClassSkeleton, "pay.py", (1, 300)),
+            doc(ChunkKind::Toc, "cart.py", (1, 500)),
+            doc(ChunkKind::ClassSkeleton, "tax.py", (1, 200)),
+        ];
+        let mut ranked: Vec<(u32, u32, f64)> = (0..docs.len() as u32)
+            .map(|o| (0, o, 1.0 - f64::from(o) / 10.0))
+            .collect();
+        narrow(&mut ranked, |_, o| &docs[o as usize]);
+        let order: Vec<u32> = ranked.iter().map(|r| r.1).collect();
+        // The method takes the skeleton's place and score, and the skeleton leaves (it is the
+        // method's parent: `--expand` attaches it). The skeleton and the table of contents
+        // with a narrower chunk of theirs above them leave. Nothing narrower: it stays.
+        assert_eq!(order, [2, 1, 5]);
+        assert!((ranked[0].2 - 1.0).abs() < 1e-9, "{ranked:?}");
     }
 
     #[test]
