@@ -1481,6 +1481,75 @@ async fn hyde_searches_the_hypothetical_code_beside_the_question_and_a_slow_gene
     refusing.abort();
 }
 
+/// `trawl index` of `src` into `work` with the hash embedder, recording its last `commits`
+/// commit messages.
+fn index_recording_commits(work: &std::path::Path, src: &SourceRepo, commits: u32) {
+    let out = trawl(work)
+        .args(["--set", &format!("fetch.commit_history={commits}"), "index"])
+        .arg(src.path())
+        .args(["--embedder", "hash"])
+        .output()
+        .unwrap();
+    ok(&out);
+}
+
+#[test]
+fn a_change_told_in_other_words_is_found_through_the_code_it_changed() {
+    let src = SourceRepo::named("acme-body");
+    let encode_v1 = "def encode_json(data):\n    \"\"\"The request body for a JSON payload.\"\"\"\n    body = json.dumps(data)\n    return {\"Content-Type\": \"application/json\"}, body.encode()\n";
+    let encode_v2 = "def encode_json(data):\n    \"\"\"The request body for a JSON payload: no spaces after commas and colons.\"\"\"\n    body = json.dumps(data, separators=(\",\", \":\"), ensure_ascii=False)\n    return {\"Content-Type\": \"application/json\"}, body.encode()\n";
+    let parts_v1 = "def iter_parts(parts):\n    for part in parts:\n        yield part\n";
+    let parts_v2 = "def iter_parts(parts):\n    for part in parts:\n        if part:\n            yield part\n";
+    src.commit_saying(
+        &[
+            ("content.py", file(encode_v1)),
+            ("streams.py", file(parts_v1)),
+        ],
+        false,
+        "First version",
+    );
+    let compact = src.commit_saying(
+        &[
+            ("content.py", file(encode_v2)),
+            ("streams.py", file(parts_v1)),
+        ],
+        false,
+        "Ensure the representation is compact (#3367)",
+    );
+    let other = src.commit_saying(
+        &[
+            ("content.py", file(encode_v2)),
+            ("streams.py", file(parts_v2)),
+        ],
+        false,
+        "Request bodies sent in chunks skip empty chunks now",
+    );
+    let work = tempfile::tempdir().unwrap();
+    index_recording_commits(work.path(), &src, 2);
+    // The fused ranking, before the learned ranking orders its first candidates again.
+    let first_commit = |lend: &str| {
+        let set = format!("query.history_lend={lend}");
+        let hits = search_json(
+            work.path(),
+            &[
+                "why are JSON request bodies now sent without spaces after commas?",
+                "--set",
+                "query.ranker_pool=0",
+                "--set",
+                &set,
+            ],
+        );
+        hits.iter()
+            .find(|h| h["kind"] == "commit")
+            .map(|h| h["commit"].as_str().unwrap().to_owned())
+    };
+    // The message shares no word with the question; the code it changed does, and lends it
+    // its score.
+    assert_eq!(first_commit("1"), Some(compact.to_string()));
+    // By its words alone, the commit that says "request bodies" comes first.
+    assert_eq!(first_commit("0"), Some(other.to_string()));
+}
+
 #[test]
 fn why_code_changed_is_answered_by_the_commit_that_changed_it() {
     let src = SourceRepo::named("acme-history");
@@ -1503,13 +1572,7 @@ fn why_code_changed_is_answered_by_the_commit_that_changed_it() {
     );
     let work = tempfile::tempdir().unwrap();
     // The first run records the last two commits only.
-    let out = trawl(work.path())
-        .args(["--set", "fetch.commit_history=2", "index"])
-        .arg(src.path())
-        .args(["--embedder", "hash"])
-        .output()
-        .unwrap();
-    ok(&out);
+    index_recording_commits(work.path(), &src, 2);
     let hits = search_json(work.path(), &["why was the retry removed", "-k", "3"]);
     let top = &hits[0];
     assert_eq!(top["kind"], "commit", "{hits:?}");

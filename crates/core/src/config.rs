@@ -105,6 +105,9 @@ pub struct QueryConfig {
     /// A doc section that names a definition in a code span (`` `Client.retry` ``) adds
     /// this share of its score to that definition (0 = off).
     pub prose_lend: f64,
+    /// A question that asks why or when code changed: each of the first code candidates adds
+    /// this share of its score to the last commits that changed its lines (0 = off).
+    pub history_lend: f64,
     /// A question that asks who calls a definition (`who calls parse_args`, `where is
     /// Client.retry used`) adds this to the fused score of each of its callers, as resolved
     /// by the call graph (0 = off: the words alone decide).
@@ -194,6 +197,7 @@ impl Default for QueryConfig {
             module_prior: 1.0,
             narrow: true,
             prose_lend: 0.1,
+            history_lend: 1.0,
             callers_boost: 1.0,
             commits: true,
             history_prior: 1.5,

@@ -275,6 +275,43 @@ pub fn asks_for_history(query: &str) -> bool {
             .any(|w| WORDS.contains(&w))
 }
 
+/// Whether a question asks about a change itself (`why does the error now list the extra
+/// arguments`, `which commit added the example`, `when was the pool added`), not only why
+/// code behaves as it does (`why aren't my debug logs reaching the transport`): a question
+/// that [`asks_for_history`] other than by its first word, or a "why" that says something
+/// changed.
+pub fn asks_about_a_change(query: &str) -> bool {
+    const CHANGED: [&str; 16] = [
+        "now",
+        "no longer",
+        "anymore",
+        "any more",
+        "stop",
+        "stopped",
+        "started",
+        "changed",
+        "used to",
+        "since",
+        "removed",
+        "renamed",
+        "dropped",
+        "deprecated",
+        "switched",
+        "introduced",
+    ];
+    let lower = query.trim().to_lowercase();
+    let words: Vec<&str> = lower
+        .split(|c: char| !c.is_alphanumeric())
+        .filter(|w| !w.is_empty())
+        .collect();
+    let says_changed = CHANGED.iter().any(|c| {
+        let c: Vec<&str> = c.split(' ').collect();
+        words.windows(c.len()).any(|w| w == c.as_slice())
+    });
+    let without_why = lower.strip_prefix("why ").unwrap_or(&lower);
+    asks_for_history(without_why) || (lower.starts_with("why ") && says_changed)
+}
+
 /// Whether a question asks who calls a definition (`who calls parse_args`, `where is
 /// Client.retry used`, `callers of retry`): the definition's callers then join the answers.
 pub fn asks_for_callers(query: &str) -> bool {
@@ -952,6 +989,26 @@ mod tests {
         assert!(!asks_for_history("which option changes the timeout?"));
         assert!(!asks_for_history("how do I remove a handler"));
         assert!(!asks_for_history("retry policy"));
+        // A change itself, not only why code behaves as it does.
+        for q in [
+            "why does the too-many-arguments error now list the extra arguments?",
+            "why do requests with no body no longer get a 415?",
+            "why was the retry removed",
+            "which commit added the example",
+            "when was the connection pool added",
+            "since when can I cap the depth?",
+            "why did the parser stop accepting tabs",
+        ] {
+            assert!(asks_about_a_change(q), "{q}");
+        }
+        for q in [
+            "why aren't my debug logs reaching the transport?",
+            "why does a 0 port fail to bind",
+            "how do I remove a handler",
+            "knowledge of the nowhere land",
+        ] {
+            assert!(!asks_about_a_change(q), "{q}");
+        }
         for (name, test) in [
             ("tests.parse_spec_global", true),
             ("filter::tests::matches", true),

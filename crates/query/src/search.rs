@@ -460,6 +460,30 @@ fn ranked_at(
         }
     }
     rank::adjust(&mut fused, &req.query, intent, params, doc, definitions);
+    if params.history_lend > 0.0 && params.commits && rank::asks_about_a_change(&req.query) {
+        // The code that answers a "why did this change" question is often found before the
+        // commit that changed it (a commit message is short, and says it in other words):
+        // the first code candidates lend their score to the last commits of their lines.
+        let mut code: Vec<((u32, u32), f64)> = fused
+            .iter()
+            .filter(|(k, _)| doc(**k).kind != ChunkKind::Commit)
+            .map(|(k, v)| (*k, *v))
+            .collect();
+        code.sort_by(|a, b| {
+            b.1.total_cmp(&a.1)
+                .then_with(|| doc(a.0).chunk_id.cmp(&doc(b.0).chunk_id))
+        });
+        for (k, score) in code.into_iter().take(HISTORY_LEND_POOL) {
+            let d = doc(k);
+            let commits =
+                generation.commits_touching(&d.repo_id, &d.path, d.start_line, d.end_line);
+            for (s, o) in commits.into_iter().take(HISTORY_LEND_COMMITS) {
+                if filters[s as usize].ok(u64::from(o)) {
+                    *fused.entry((s, o)).or_default() += params.history_lend * score;
+                }
+            }
+        }
+    }
     let mut candidates: Vec<Candidate> = fused.into_iter().map(|((s, o), v)| (s, o, v)).collect();
     candidates.sort_by(by_score);
     if params.narrow {
@@ -1175,6 +1199,10 @@ fn expand_one(generation: &Generation, d: &DocRow, h: &mut Hit, access: &Access)
 
 /// Commits shown as a result's context.
 const MAX_COMMITS: usize = 2;
+/// Code candidates of a "why did this change" question that lend their score to commits.
+const HISTORY_LEND_POOL: usize = 5;
+/// The newest commits of a candidate's lines that its score is lent to.
+const HISTORY_LEND_COMMITS: usize = 2;
 
 #[cfg(test)]
 mod tests {
