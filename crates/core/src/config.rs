@@ -105,7 +105,7 @@ pub struct QueryConfig {
     /// A doc section that names a definition in a code span (`` `Client.retry` ``) adds
     /// this share of its score to that definition (0 = off).
     pub prose_lend: f64,
-    /// A question that asks why or when code changed: each of the first code candidates adds
+    /// A question that asks why or when code changed: each of its first twenty candidates adds
     /// this share of its score to the last commits that changed its lines (0 = off).
     pub history_lend: f64,
     /// A question that asks who calls a definition (`who calls parse_args`, `where is
