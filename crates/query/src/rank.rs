@@ -650,6 +650,25 @@ fn named_symbols(text: &str) -> Vec<String> {
 /// A candidate's place: segment and ord.
 pub type Key = (u32, u32);
 
+/// The candidates `keep` admits with their fused scores, best first; ties in chunk id order,
+/// as the fused ranking (not in shard order).
+pub fn in_fused_order<'a, S: std::hash::BuildHasher>(
+    fused: &HashMap<Key, f64, S>,
+    doc: impl Fn(Key) -> &'a DocRow,
+    keep: impl Fn(&DocRow) -> bool,
+) -> Vec<(Key, f64)> {
+    let mut ranked: Vec<(Key, f64)> = fused
+        .iter()
+        .filter(|(k, _)| keep(doc(**k)))
+        .map(|(k, v)| (*k, *v))
+        .collect();
+    ranked.sort_by(|a, b| {
+        b.1.total_cmp(&a.1)
+            .then_with(|| doc(a.0).chunk_id.cmp(&doc(b.0).chunk_id))
+    });
+    ranked
+}
+
 /// Applies the message match, the prose lending and the priors to fused scores. `doc`
 /// finds a candidate's row; `definitions` finds the live definitions a symbol key names
 /// (those the request may see).
@@ -692,12 +711,7 @@ pub fn adjust<'a, S: std::hash::BuildHasher>(
         }
     }
     if params.prose_lend > 0.0 && matches!(intent, Intent::Natural | Intent::Config) {
-        let mut ranked: Vec<(Key, f64)> = fused.iter().map(|(k, v)| (*k, *v)).collect();
-        // Ties in chunk id order, as the fused ranking (not in shard order).
-        ranked.sort_by(|a, b| {
-            b.1.total_cmp(&a.1)
-                .then_with(|| doc(a.0).chunk_id.cmp(&doc(b.0).chunk_id))
-        });
+        let ranked = in_fused_order(fused, &doc, |_| true);
         for &(key, score) in ranked.iter().take(LEND_POOL) {
             let d = doc(key);
             if role(&d.path, d.kind) != Role::Docs {

@@ -465,15 +465,7 @@ fn ranked_at(
         // commit that changed it (a commit message is short, and says it in other words):
         // the first candidates (commits aside) lend their score to the last commits of their
         // lines.
-        let mut code: Vec<((u32, u32), f64)> = fused
-            .iter()
-            .filter(|(k, _)| doc(**k).kind != ChunkKind::Commit)
-            .map(|(k, v)| (*k, *v))
-            .collect();
-        code.sort_by(|a, b| {
-            b.1.total_cmp(&a.1)
-                .then_with(|| doc(a.0).chunk_id.cmp(&doc(b.0).chunk_id))
-        });
+        let code = rank::in_fused_order(&fused, doc, |d| d.kind != ChunkKind::Commit);
         for (k, score) in code.into_iter().take(HISTORY_LEND_POOL) {
             let d = doc(k);
             let commits =
