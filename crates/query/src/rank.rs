@@ -733,7 +733,7 @@ pub fn adjust<'a, S: std::hash::BuildHasher>(
         }
     }
     let wants = intent.wants(query);
-    let history = asks_for_history(query);
+    let history = asks_about_a_change(query);
     for (key, v) in fused.iter_mut() {
         *v *= prior(doc(*key), wants, history, params);
     }
@@ -1210,6 +1210,51 @@ mod tests {
         // A name asked alone is a symbol, not a key: its definition is looked up instead.
         assert_eq!(classify("retryOnTimeout"), Intent::Identifier);
         assert!(!ranked("retryOnTimeout", 2, 0.5));
+    }
+
+    #[test]
+    fn a_why_about_behaviour_wants_the_code_and_a_why_about_a_change_the_commit() {
+        use trawl_index::testing::function_doc;
+        let commit = DocRow {
+            kind: ChunkKind::Commit,
+            ..function_doc(
+                "github.com/acme/shop",
+                "",
+                "",
+                "Reject an invalid port when binding the listening socket",
+                (1, 1),
+            )
+        };
+        let code = function_doc(
+            "github.com/acme/shop",
+            "server.py",
+            "open_server",
+            "def open_server(port):\n    if not 0 < port < 65536:\n        raise ValueError(port)",
+            (1, 3),
+        );
+        let docs = [commit, code];
+        // Whether the commit stays ahead of the code it was fused ahead of.
+        let commit_first = |query: &str| {
+            let mut fused: HashMap<Key, f64> = HashMap::from([((0, 0), 0.09), ((0, 1), 0.07)]);
+            adjust(
+                &mut fused,
+                query,
+                classify(query),
+                &QueryConfig::default(),
+                |k| &docs[k.1 as usize],
+                |_| Vec::new(),
+            );
+            fused[&(0, 0)] > fused[&(0, 1)]
+        };
+        // Why the code behaves as it does: the code answers, as for any question.
+        assert!(!commit_first(
+            "why does binding the listening socket reject my port?"
+        ));
+        // Why it changed: the commit that changed it.
+        assert!(commit_first(
+            "why does binding the listening socket now reject my port?"
+        ));
+        assert!(commit_first("when was the port check introduced?"));
     }
 
     #[test]
