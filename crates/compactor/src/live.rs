@@ -643,8 +643,8 @@ fn commit_doc(r: CommitRecord, spans: &[(String, u32, u32)], defs: &DefinitionLi
     }
     let names = touched_names(&r.repo_id, spans, defs);
     if !names.is_empty() {
-        text.push_str("\ntouched: ");
-        text.push_str(&names.join(", "));
+        text.push('\n');
+        text.push_str(&trawl_index::docs::touched_line(&names));
     }
     let header = trawl_index::docs::commit_header(short, &r.authored_at, &summary);
     let touched: Vec<String> = spans

@@ -108,6 +108,9 @@ pub struct QueryConfig {
     /// A question that asks why or when code changed: each of its first twenty candidates adds
     /// this share of its score to the last commits that changed its lines (0 = off).
     pub history_lend: f64,
+    /// A question in words that does not ask about a change: a commit among its first
+    /// candidates adds this share of its score to the definitions it touched (0 = off).
+    pub commit_lend: f64,
     /// A question that asks who calls a definition (`who calls parse_args`, `where is
     /// Client.retry used`) adds this to the fused score of each of its callers, as resolved
     /// by the call graph (0 = off: the words alone decide).
@@ -199,6 +202,7 @@ impl Default for QueryConfig {
             narrow: true,
             prose_lend: 0.1,
             history_lend: 1.0,
+            commit_lend: 1.0,
             callers_boost: 1.0,
             commits: true,
             history_prior: 1.5,

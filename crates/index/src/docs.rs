@@ -65,6 +65,27 @@ pub fn parse_touched_span(span: &str) -> Option<(&str, u32, u32)> {
     Some((path, a.parse().ok()?, b.parse().ok()?))
 }
 
+/// The line of a commit message's doc that names the definitions whose lines it changed, as
+/// the files read now (`touched: fetch, Client.retry`).
+const TOUCHED_LINE: &str = "touched: ";
+
+/// The [`touched_names`] line for `names` (empty when there are none).
+pub fn touched_line(names: &[String]) -> String {
+    if names.is_empty() {
+        return String::new();
+    }
+    format!("{TOUCHED_LINE}{}", names.join(", "))
+}
+
+/// The definitions a commit message's doc names on its [`touched_line`].
+pub fn touched_names(text: &str) -> impl Iterator<Item = &str> {
+    text.lines()
+        .find_map(|l| l.strip_prefix(TOUCHED_LINE))
+        .into_iter()
+        .flat_map(|l| l.split(", "))
+        .filter(|n| !n.is_empty())
+}
+
 /// The header of a commit message's doc: `commit <short id> · <author time> · <summary>`.
 pub fn commit_header(short: &str, authored_at: &str, summary: &str) -> String {
     format!("commit {short} · {authored_at} · {summary}")
