@@ -117,9 +117,8 @@ pub struct QueryConfig {
     pub callers_boost: f64,
     /// Commit messages are searched (false: they never answer, whatever is asked).
     pub commits: bool,
-    /// Prior of a commit message when the question asks about a change (`why was the retry
-    /// removed`, `which commit added …`, `why does it now …`; not a plain `why does my …`);
-    /// 1 = on equal terms with the code.
+    /// Prior of a commit message when the question asks why or when code changed (`why was
+    /// the retry removed`, `which commit added …`); 1 = on equal terms with the code.
     pub history_prior: f64,
     /// Weight of a query's adjacent word pairs found side by side in a chunk, relative to
     /// one matching word (0 = no phrase scoring).

