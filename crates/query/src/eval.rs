@@ -137,7 +137,6 @@ pub fn ablations() -> Vec<Ablation> {
         ("repository names", |p| p.named_repo_prior = 1.0),
         ("prose lending", |p| p.prose_lend = 0.0),
         ("history lending", |p| p.history_lend = 0.0),
-        ("commit lending", |p| p.commit_lend = 0.0),
         ("callers", |p| p.callers_boost = 0.0),
         ("commit messages", |p| p.commits = false),
         ("learned ranking", |p| p.ranker_pool = 0),
