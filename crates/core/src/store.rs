@@ -129,6 +129,16 @@ impl Store {
         std::path::Path::new(url.strip_prefix("file://").unwrap_or(url)).is_dir()
     }
 
+    /// A store over any object store (a cache, a throttle, another backend), named `url`
+    /// in messages and logs.
+    pub fn over(inner: Arc<dyn ObjectStore>, url: &str) -> Self {
+        Self {
+            inner,
+            prefix: Path::default(),
+            url: url.to_owned(),
+        }
+    }
+
     /// An empty in-memory store.
     pub fn memory() -> Self {
         Self {
@@ -585,16 +595,39 @@ pub async fn listed_states(store: &Store) -> Result<Vec<crate::records::RepoStat
         .get_json::<RepoList>(keys::REPO_LIST)
         .await?
         .map(|l| l.repos.into_iter().collect());
-    let mut states = Vec::new();
-    for key in store.list("repos/").await? {
-        if key.ends_with("/state.json")
-            && let Some(s) = store.get_json::<RepoState>(&key).await?
-            && list.as_ref().is_none_or(|l| l.contains(&s.repo))
-        {
-            states.push(s);
-        }
-    }
-    Ok(states)
+    let keys: Vec<String> = store
+        .list("repos/")
+        .await?
+        .into_iter()
+        .filter(|k| k.ends_with("/state.json"))
+        .collect();
+    let read = read_all(&keys, |key| store.get_json::<RepoState>(key)).await?;
+    Ok(read
+        .into_iter()
+        .flatten()
+        .filter(|s| list.as_ref().is_none_or(|l| l.contains(&s.repo)))
+        .collect())
+}
+
+/// Small objects read at once by [`listed_states`] and [`current_chunk_parts`]: an
+/// organisation's thousand repositories are a thousand states and manifests, and a remote
+/// store answers each after a round trip.
+pub const CONCURRENT_READS: usize = 32;
+
+/// `read` of every key, [`CONCURRENT_READS`] at a time, in the keys' order; the first error
+/// ends it.
+async fn read_all<'a, T, F>(
+    keys: &'a [String],
+    read: impl Fn(&'a str) -> F,
+) -> Result<Vec<T>, Error>
+where
+    F: std::future::Future<Output = Result<T, Error>>,
+{
+    use futures::{StreamExt, TryStreamExt};
+    futures::stream::iter(keys.iter().map(|k| read(k.as_str())))
+        .buffered(CONCURRENT_READS)
+        .try_collect()
+        .await
 }
 
 /// Which chunk parts hold the files the listed repositories have now (see
@@ -627,17 +660,21 @@ pub async fn current_chunk_parts(store: &Store) -> Result<Option<CurrentParts>, 
         return Ok(None);
     }
     let mut current = CurrentParts::default();
+    let mut versioned = Vec::new();
     for state in states {
-        let Some(version) = &state.chunker_version else {
-            current
+        match state.chunker_version {
+            Some(version) => {
+                versioned.push((keys::manifest(&state.repo, &state.last_commit), version));
+            }
+            None => current
                 .whole
-                .push(format!("chunks/repo={}/", state.repo.key()));
-            continue;
-        };
-        let Some(bytes) = store
-            .get(&keys::manifest(&state.repo, &state.last_commit))
-            .await?
-        else {
+                .push(format!("chunks/repo={}/", state.repo.key())),
+        }
+    }
+    let manifests: Vec<String> = versioned.iter().map(|(k, _)| k.clone()).collect();
+    let read = read_all(&manifests, |key| store.get(key)).await?;
+    for (bytes, (_, version)) in read.into_iter().zip(&versioned) {
+        let Some(bytes) = bytes else {
             continue;
         };
         let rows: Vec<crate::records::ManifestRow> = crate::records::from_parquet(bytes)?;
@@ -753,6 +790,67 @@ pub mod keys {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn state(repo: &str) -> crate::records::RepoState {
+        crate::records::RepoState {
+            schema_version: crate::records::REPO_STATE_VERSION,
+            repo: crate::ids::RepoId::parse(repo).unwrap(),
+            url: format!("https://{repo}.git"),
+            branch: "main".into(),
+            last_commit: "a".repeat(40).parse().unwrap(),
+            last_run: crate::ids::RunId::new(),
+            indexed_at: "2026-12-06T00:00:00Z".into(),
+            chunker_version: None,
+        }
+    }
+
+    #[tokio::test]
+    async fn the_listed_states_are_every_listed_repository_in_key_order() {
+        let store = Store::memory();
+        // More repositories than are read at once.
+        let names: Vec<String> = (0..3 * CONCURRENT_READS + 5)
+            .map(|i| format!("github.com/acme/r{i:03}"))
+            .collect();
+        for n in &names {
+            let s = state(n);
+            store
+                .put_json(&keys::repo_state(&s.repo), &s)
+                .await
+                .unwrap();
+        }
+        let read: Vec<String> = listed_states(&store)
+            .await
+            .unwrap()
+            .iter()
+            .map(|s| s.repo.to_string())
+            .collect();
+        assert_eq!(read, names, "no list: every state, in key order");
+        // A list names the repositories of the index: the others are left out.
+        let listed: Vec<crate::ids::RepoId> = names
+            .iter()
+            .step_by(3)
+            .map(|n| crate::ids::RepoId::parse(n).unwrap())
+            .collect();
+        let list = crate::records::RepoList {
+            schema_version: crate::records::REPO_LIST_VERSION,
+            run: crate::ids::RunId::new(),
+            written_at: "2026-12-06T00:00:00Z".into(),
+            repos: listed.clone(),
+        };
+        store.put_json(keys::REPO_LIST, &list).await.unwrap();
+        let read: Vec<crate::ids::RepoId> = listed_states(&store)
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|s| s.repo)
+            .collect();
+        assert_eq!(read, listed);
+        // A state that is not one is an error that names it, not a repository left out.
+        let bad = keys::repo_state(&listed[1]);
+        store.put(&bad, Bytes::from_static(b"{")).await.unwrap();
+        let e = listed_states(&store).await.unwrap_err().to_string();
+        assert!(e.contains(&bad), "{e}");
+    }
 
     async fn contract(store: Store) {
         assert_eq!(store.get("a/b.json").await.unwrap(), None);
