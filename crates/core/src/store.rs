@@ -595,12 +595,18 @@ pub async fn listed_states(store: &Store) -> Result<Vec<crate::records::RepoStat
         .get_json::<RepoList>(keys::REPO_LIST)
         .await?
         .map(|l| l.repos.into_iter().collect());
-    let keys: Vec<String> = store
-        .list("repos/")
-        .await?
-        .into_iter()
-        .filter(|k| k.ends_with("/state.json"))
-        .collect();
+    // With a list, only the listed repositories' states are read (those that left it are
+    // not); without one, every state there is.
+    let mut keys: Vec<String> = match &list {
+        Some(list) => list.iter().map(keys::repo_state).collect(),
+        None => store
+            .list("repos/")
+            .await?
+            .into_iter()
+            .filter(|k| k.ends_with("/state.json"))
+            .collect(),
+    };
+    keys.sort();
     let read = read_all(&keys, |key| store.get_json::<RepoState>(key)).await?;
     Ok(read
         .into_iter()
