@@ -311,6 +311,38 @@ fn is_doc_comment(comment: &str) -> bool {
     comment.starts_with("/**") && !comment.starts_with("/**/") && comment.ends_with("*/")
 }
 
+/// How good a place the comment line at `at` is to cut a run of comment lines (lower is
+/// better): before a Markdown heading (`//! ## Proxies`) best, then after a comment marker
+/// alone (`//!`, `///`, `#`) or a blank line, then anywhere.
+fn comment_break(src: &str, at: usize) -> u8 {
+    let words = |line: &str| {
+        let l = line.trim_start();
+        let l = ["//!", "///", "//", "#", "--", "*"]
+            .iter()
+            .find_map(|m| l.strip_prefix(m))
+            .unwrap_or(l);
+        l.trim().to_owned()
+    };
+    let before = src[..at].strip_suffix('\n').unwrap_or(&src[..at]);
+    let prev = &before[before.rfind('\n').map_or(0, |i| i + 1)..];
+    let line = src[at..].lines().next().unwrap_or("");
+    // A heading, not a doctest's hidden line (`# Ok(())`, `# use std::io;`).
+    let heading = |w: &str| {
+        let title = w.trim_start_matches('#');
+        title.len() < w.len()
+            && title.starts_with(' ')
+            && title.trim_start().starts_with(|c: char| c.is_uppercase())
+            && !title.trim_end().ends_with([';', '{', '}', '(', ')'])
+    };
+    if heading(&words(line)) {
+        0
+    } else if words(prev).is_empty() {
+        1
+    } else {
+        2
+    }
+}
+
 fn has_blank_line(gap: &str) -> bool {
     gap.matches('\n').count() >= 2
 }
@@ -488,6 +520,73 @@ impl<'s> Walker<'s> {
             return Some((node, Kind::Function));
         }
         None
+    }
+
+    /// The named constants a top-level statement declares, with where each starts: Rust's
+    /// `const` and `static` items, Go's `const` and `var` declarations (each name of a group),
+    /// and in Python, JavaScript and TypeScript an assignment or `const` to a name written in
+    /// capitals (`DEFAULT_TIMEOUT = 5`, `export const MAX_RETRIES = 2`). Functions are
+    /// definitions already, and other variables are too many to name.
+    fn constant_names(&self, node: Node) -> Vec<(String, usize)> {
+        let capitals = |n: &str| {
+            n.len() > 1
+                && n.starts_with(|c: char| c.is_ascii_uppercase())
+                && n.chars()
+                    .all(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || c == '_')
+        };
+        let mut out = Vec::new();
+        let mut c = node.walk();
+        match node.kind() {
+            "const_item" | "static_item" => {
+                if let Some(n) = node.child_by_field_name("name") {
+                    out.push((self.text(n).to_owned(), node.start_byte()));
+                }
+            }
+            "const_declaration" | "var_declaration" => {
+                let mut specs: Vec<Node> = node.named_children(&mut c).collect();
+                // `var ( … )` holds its specs in a `var_spec_list`.
+                if let Some(list) = specs.iter().find(|n| n.kind().ends_with("_spec_list")) {
+                    let mut lc = list.walk();
+                    specs = list.named_children(&mut lc).collect();
+                }
+                for spec in specs.iter().filter(|n| n.kind().ends_with("_spec")) {
+                    let mut sc = spec.walk();
+                    for n in spec.children_by_field_name("name", &mut sc) {
+                        let name = self.text(n);
+                        if name != "_" {
+                            out.push((name.to_owned(), spec.start_byte()));
+                        }
+                    }
+                }
+            }
+            "expression_statement" => {
+                if let Some((target, value)) = py_assignment(node)
+                    && capitals(self.text(target))
+                    && !self.is_py_function(value)
+                {
+                    out.push((self.text(target).to_owned(), node.start_byte()));
+                }
+            }
+            "export_statement" => {
+                if let Some(d) = node.child_by_field_name("declaration") {
+                    out = self.constant_names(d);
+                }
+            }
+            "lexical_declaration" | "variable_declaration" => {
+                for d in node.named_children(&mut c) {
+                    if d.kind() == "variable_declarator"
+                        && let Some(n) = d.child_by_field_name("name")
+                        && n.kind() == "identifier"
+                        && capitals(self.text(n))
+                        && !d.child_by_field_name("value").is_some_and(is_js_function)
+                    {
+                        out.push((self.text(n).to_owned(), d.start_byte()));
+                    }
+                }
+            }
+            _ => {}
+        }
+        out
     }
 
     /// The name a TypeScript overload signature declares (`function f(a: string): X;`, in a
@@ -962,7 +1061,26 @@ impl<'s> Walker<'s> {
                             .collect();
                         self.pack(start, end, &points, depth)
                     };
+                    let first = self.out.len();
                     self.emit_parts(&ranges, kind, symbol.as_deref(), outer_scope, parent, None);
+                    // The file's named constants are members of the part that holds them.
+                    if container.is_none() {
+                        for node in &nodes {
+                            for (name, at) in self.constant_names(*node) {
+                                if let Some(p) = self.out[first..]
+                                    .iter_mut()
+                                    .find(|p| p.start <= at && at < p.end)
+                                    && p.members.len() < MAX_MEMBERS
+                                {
+                                    p.members.push(Member {
+                                        kind: Kind::Constant,
+                                        qualified_name: name,
+                                        start: at,
+                                    });
+                                }
+                            }
+                        }
+                    }
                 }
                 Seg::Def { start, end, item } => {
                     self.definition(item, start, end, scope, parent, depth);
@@ -1038,7 +1156,7 @@ impl<'s> Walker<'s> {
                     self.block(&children, start, end, &inner, parent, Some(&me), depth + 1);
                     return;
                 }
-                let skeleton = self.skeleton(start, body, &children);
+                let (skeleton, lines) = self.skeleton(start, body, &children);
                 let mut p = Piece::new(Kind::ClassSkeleton, start, end, String::new());
                 p.symbol = Some(name.clone());
                 p.scope = scope.to_vec();
@@ -1047,13 +1165,22 @@ impl<'s> Walker<'s> {
                     let mut notes = Vec::new();
                     split_lines(&skeleton, 0, skeleton.len(), ceiling, &mut notes)
                 };
-                let n = skel_ranges.len() as u32;
+                let n = skel_ranges.len();
                 let skel_index = self.out.len();
                 for (i, (s, e)) in skel_ranges.into_iter().enumerate() {
                     let mut q = p.clone();
                     skeleton[s..e].clone_into(&mut q.text);
                     if n > 1 {
-                        q.part = Some((i as u32 + 1, n));
+                        q.part = Some((i as u32 + 1, n as u32));
+                        // A part cites the members it outlines, from the container's start
+                        // (the first part) to its end (the last).
+                        let listed = lines.iter().filter(|l| l.0 < e && l.1 > s);
+                        let (lo, hi) =
+                            listed.fold((usize::MAX, 0), |(lo, hi), l| (lo.min(l.2), hi.max(l.3)));
+                        if lo < hi {
+                            q.start = if i == 0 { start } else { lo };
+                            q.end = if i + 1 == n { end } else { hi };
+                        }
                     }
                     self.out.push(q);
                 }
@@ -1221,9 +1348,21 @@ impl<'s> Walker<'s> {
             }
             let oversize = e - s > ceiling;
             // The comments and attributes directly above a statement go with it, not at the
-            // end of the part before.
-            let mut cut = s;
-            for &(p, n) in bounds[..at].iter().rev() {
+            // end of the part before. A comment is no statement to gather them: a run of
+            // comment lines is cut between its paragraphs (`//!` alone, or before a `# heading`),
+            // not a line at a time.
+            let anchor = node.is_some_and(|n| !self.spec.comments.contains(&n.kind()));
+            let mut cut = if anchor {
+                s
+            } else {
+                bounds[1..=at]
+                    .iter()
+                    .map(|b| b.0)
+                    .filter(|&p| p > cur + ceiling / 3)
+                    .min_by_key(|&p| (comment_break(self.src, p), std::cmp::Reverse(p)))
+                    .unwrap_or(s)
+            };
+            for &(p, n) in bounds[..at].iter().rev().take_while(|_| anchor) {
                 let lead = n.is_some_and(|n| {
                     let k = n.kind();
                     (self.spec.comments.contains(&k) || self.spec.attributes.contains(&k))
@@ -1269,6 +1408,7 @@ impl<'s> Walker<'s> {
         if end > cur {
             self.push_range(cur, end, &mut out);
         }
+        crate::text::merge_small(&mut out, self.opts.floor, ceiling);
         out
     }
 
@@ -1368,8 +1508,14 @@ impl<'s> Walker<'s> {
     }
 
     /// The skeleton of an oversize container: its header, then each member — definitions
-    /// as signature (+ docstring) with the body elided, everything else as it is.
-    fn skeleton(&self, start: usize, body: Node, children: &[Node]) -> String {
+    /// as signature (+ docstring) with the body elided, everything else as it is; and where
+    /// each member is, `(start, end)` in the skeleton and in the source.
+    fn skeleton(
+        &self,
+        start: usize,
+        body: Node,
+        children: &[Node],
+    ) -> (String, Vec<(usize, usize, usize, usize)>) {
         let items = self.items(children);
         // The header runs to the first member: opening braces stay with it.
         let lead = items
@@ -1378,6 +1524,7 @@ impl<'s> Walker<'s> {
             .count();
         let first = items.get(lead).map_or(body.end_byte(), |i| i.start);
         let mut out = self.src[start..first].trim_end().to_owned();
+        let mut lines = Vec::new();
         for item in &items[lead..] {
             let indent = line_indent(self.src, item.start);
             let text = match item.def {
@@ -1405,10 +1552,12 @@ impl<'s> Walker<'s> {
                 }
             };
             out.push('\n');
+            let at = out.len();
             out.push_str(&indent);
             out.push_str(&text);
+            lines.push((at, out.len(), item.start, item.end));
         }
-        out
+        (out, lines)
     }
 
     /// What stands above a member in a skeleton: its attributes and decorators whole, its
@@ -1908,17 +2057,19 @@ fn toc(path: &str, pieces: &[Piece], imports: &[String], src: &str, ceiling: usi
     let mut seen = std::collections::HashSet::new();
     let mut defs = String::new();
     for p in pieces {
-        if p.kind == Kind::Code || p.kind == Kind::ClassSkeleton {
+        if p.kind == Kind::ClassSkeleton {
             continue;
         }
-        let Some(q) = p.qualified_name() else {
-            continue;
-        };
+        // Module code is listed by the constants it names.
+        let own = p
+            .qualified_name()
+            .filter(|_| p.kind != Kind::Code)
+            .map(|q| (p.kind, q, p.start));
         let members = p
             .members
             .iter()
-            .map(|m| (m.kind, &m.qualified_name, m.start));
-        for (kind, q, start) in std::iter::once((p.kind, &q, p.start)).chain(members) {
+            .map(|m| (m.kind, m.qualified_name.clone(), m.start));
+        for (kind, q, start) in own.into_iter().chain(members) {
             if seen.insert((kind, q.clone())) {
                 let line = line_starts.partition_point(|&s| s <= start);
                 defs.push_str(&format!("  {} {q} (line {line})\n", kind.as_str()));

@@ -3,6 +3,8 @@
 //! the members of containers small enough to stay one chunk. Snapshots list each chunk as
 //! `lines kind qualified-name` with its header line and its members.
 
+#![allow(clippy::format_collect)] // building test inputs
+
 use std::fmt::Write as _;
 
 use crate::check::invariants;
@@ -269,6 +271,54 @@ fn a_skeleton_outlines_its_members_without_repeating_their_docs() {
         .filter(|r| r.kind == crate::Kind::Struct)
         .count();
     assert!(parts >= 2, "{parts}");
+}
+
+#[test]
+fn each_part_of_a_long_skeleton_cites_the_members_it_outlines() {
+    let mut src = String::from("class Router:\n    \"\"\"Routes requests.\"\"\"\n\n");
+    for i in 0..60 {
+        let _ = writeln!(
+            src,
+            "    def route_{i:02}(self, request):\n        \"\"\"Handle route {i}, the one for the {i}th path.\"\"\"\n        return self.dispatch(request, {i})\n"
+        );
+    }
+    let lines = src.trim_end().lines().count() as u32;
+    let recs = records("router.py", "python", &src);
+    let parts: Vec<&ChunkRecord> = recs
+        .iter()
+        .filter(|r| r.kind == crate::Kind::ClassSkeleton)
+        .collect();
+    assert!(parts.len() >= 2, "{}", parts.len());
+    assert_eq!(parts[0].start_line, 1);
+    assert_eq!(parts.last().unwrap().end_line, lines);
+    for (i, part) in parts.iter().enumerate() {
+        assert!(
+            part.end_line - part.start_line < lines - 1,
+            "part {i} cites the whole class: {}-{}",
+            part.start_line,
+            part.end_line
+        );
+        if i > 0 {
+            assert!(part.start_line > parts[i - 1].start_line);
+        }
+        // Every member it lists lies in the lines it cites.
+        for l in part
+            .text
+            .lines()
+            .filter(|l| l.trim_start().starts_with("def "))
+        {
+            let name = &l.trim_start()[4..l.trim_start().find('(').unwrap()];
+            let m = by_symbol(&recs, name);
+            assert!(
+                m.start_line >= part.start_line && m.end_line <= part.end_line,
+                "{name} {}-{} outside part {i} {}-{}",
+                m.start_line,
+                m.end_line,
+                part.start_line,
+                part.end_line
+            );
+        }
+    }
 }
 
 #[test]
@@ -804,4 +854,128 @@ fn a_split_rust_impl_names_members_by_their_type_and_leaves_no_brace_alone() {
         .find(|p| p.qualified_name().as_deref() == Some("Walker.fmt"))
         .unwrap();
     assert!(src[fmt.start..].starts_with("impl std::fmt::Display for Walker {"));
+}
+
+#[test]
+fn parts_of_a_cut_definition_or_comment_are_never_crumbs() {
+    let opts = Options::default();
+    let sizes = |lang: &str, src: &str| -> Vec<(usize, usize, usize)> {
+        let c = chunk("x", Some(lang), src, Strategy::Ast, &opts);
+        invariants(src, &c, opts.ceiling).unwrap();
+        c.pieces
+            .iter()
+            .filter(|p| !p.is_generated())
+            .map(|p| {
+                let line = |b: usize| src[..b].matches('\n').count() + 1;
+                (line(p.start), line(p.end), p.end - p.start)
+            })
+            .collect()
+    };
+    // 40 lines of crate docs (2.9 KB): two parts, not thirteen parts of one line and a rest.
+    let docs: String = (0..40)
+        .map(|i| format!("//! Crate documentation, line {i:02} of a long introduction here.\n"))
+        .collect();
+    let rust = format!("{docs}\nuse std::fmt;\n\npub fn foo() -> u32 {{\n    1\n}}\n");
+    let parts = sizes("rust", &rust);
+    let code: Vec<_> = parts.iter().filter(|p| p.1 <= 43).collect();
+    assert_eq!(code.len(), 2, "{parts:?}");
+    assert!(code.iter().all(|p| p.2 >= opts.floor), "{parts:?}");
+    // Crate docs are cut before a heading where one is in reach, not at a doctest's hidden
+    // `# Ok(())` line.
+    let section = |title: &str, n: usize| -> String {
+        let body: String = (0..n)
+            .map(|i| format!("//! {title} line {i:02} says one thing about {title} here.\n"))
+            .collect();
+        format!("//!\n//! ## {title}\n//!\n{body}")
+    };
+    let rust = format!(
+        "//! Intro.\n//!\n//! ```\n//! # fn main() {{\n//! # Ok(())\n//! ```\n{}{}{}\nuse std::fmt;\n",
+        section("Redirects", 14),
+        section("Proxies", 14),
+        section("Cookies", 14)
+    );
+    let c = chunk("lib.rs", Some("rust"), &rust, Strategy::Ast, &opts);
+    let firsts: Vec<&str> = c
+        .pieces
+        .iter()
+        .filter(|p| !p.is_generated())
+        .map(|p| p.text.lines().next().unwrap())
+        .collect();
+    assert!(
+        firsts.iter().skip(1).all(|l| l.starts_with("//! ## ")),
+        "{firsts:?}"
+    );
+    // A function over the ceiling whose last statements are short: no part of one line.
+    let arms: String = (0..40)
+        .map(|i| format!("        elif k == 'key{i:02}':\n            rv[k] = convert_{i:02}(v)\n"))
+        .collect();
+    let py = format!(
+        "def asdict(inst):\n    rv = {{}}\n    for k, v in inst.items():\n        if k is None:\n            continue\n{arms}        else:\n            rv[k] = v\n    return rv\n"
+    );
+    let parts = sizes("python", &py);
+    assert!(parts.len() >= 2, "{parts:?}");
+    assert!(parts.iter().all(|p| p.2 >= opts.floor), "{parts:?}");
+    assert!(py.trim_end().ends_with("return rv"));
+}
+
+#[test]
+fn named_constants_are_members_of_the_module_code_that_holds_them() {
+    let members = |lang: &str, src: &str| -> Vec<(String, Vec<String>)> {
+        records("x", lang, src)
+            .into_iter()
+            .filter(|r| !r.members.is_empty() || r.kind == crate::Kind::Toc)
+            .map(|r| {
+                let listed = if r.kind == crate::Kind::Toc {
+                    r.text
+                        .lines()
+                        .filter(|l| l.trim_start().starts_with("constant "))
+                        .map(|l| l.trim().to_owned())
+                        .collect()
+                } else {
+                    r.members.clone()
+                };
+                (r.kind.to_string(), listed)
+            })
+            .collect()
+    };
+    let go = "package logrus\n\n// AllLevels exposing all logging levels.\nvar AllLevels = []Level{PanicLevel}\n\nconst (\n\tErrorCode Code = iota\n\tWarnCode\n)\n\nvar _ = fmt.Sprintf\n\nfunc Use() {}\n";
+    assert_eq!(
+        members("go", go),
+        [
+            (
+                "module_code".to_owned(),
+                vec!["AllLevels".into(), "ErrorCode".into(), "WarnCode".into()]
+            ),
+            (
+                "toc".to_owned(),
+                vec![
+                    "constant AllLevels (line 4)".into(),
+                    "constant ErrorCode (line 7)".into(),
+                    "constant WarnCode (line 8)".into()
+                ]
+            ),
+        ]
+    );
+    let rust = "use std::fmt;\n\n/// The most widgets.\npub const MAX_WIDGETS: usize = 10;\nstatic REGISTRY: u8 = 0;\n\npub fn f() {}\n";
+    assert_eq!(
+        members("rust", rust)[0],
+        (
+            "module_code".to_owned(),
+            vec!["MAX_WIDGETS".into(), "REGISTRY".into()]
+        )
+    );
+    // In Python and JavaScript, names in capitals only; a function is a definition already.
+    let py = "import os\n\nDEFAULT_TIMEOUT = 5.0\n__all__ = ['f']\nlimit = 3\nHANDLER = lambda x: x\n\ndef f():\n    pass\n";
+    assert_eq!(
+        members("python", py)[0],
+        ("module_code".to_owned(), vec!["DEFAULT_TIMEOUT".into()])
+    );
+    let ts = "export const MAX_RETRIES = 2;\nconst DEFAULTS = { a: 1 }, other = 3;\nconst FN = () => 1;\n\nexport function g() {}\n";
+    assert_eq!(
+        members("typescript", ts)[0],
+        (
+            "module_code".to_owned(),
+            vec!["MAX_RETRIES".into(), "DEFAULTS".into()]
+        )
+    );
 }

@@ -17,9 +17,10 @@
 //!   member, chunks for its own code (header, fields, closing lines), and a **skeleton**:
 //!   signature, fields, every member's signature and docstring, bodies elided;
 //! - an oversize function splits at statement boundaries; every part keeps the symbol, a
-//!   `part i/n` and the signature;
+//!   `part i/n` and the signature; a part under the floor (`return rv`, a signature alone)
+//!   joins a neighbour that has room, and a run of comment lines is cut where it fills a part;
 //! - code between definitions (imports, constants, `if __name__ == …`) becomes its own chunks,
-//!   however small; only closers and comments under the floor (`}`, `#endif`, `end`) merge with
+//!   however small, listing the named constants it declares as its members; only closers and comments under the floor (`}`, `#endif`, `end`) merge with
 //!   a neighbouring definition, and tiny Markdown sections and text paragraphs merge with the
 //!   next; nothing is dropped: every non-blank line is inside a chunk that is not a skeleton or
 //!   a table of contents;
@@ -55,7 +56,7 @@ pub use lang::Kind;
 /// fetcher then sends every indexed file again (`RunOptions::chunker_version` of
 /// trawl-fetcher), so that an upgrade reaches files that did not change. It is not part of
 /// the content hash: a chunk whose header and text stay the same keeps its vector.
-pub const CHUNKER_VERSION: &str = "13";
+pub const CHUNKER_VERSION: &str = "14";
 
 /// The version of what the embedder is given for a chunk (its header and text, and how they
 /// are joined); part of every content hash. Bump it only when that changes: every chunk of

@@ -126,6 +126,30 @@ fn push_trimmed(src: &str, s: usize, e: usize, out: &mut Vec<(usize, usize)>) {
     }
 }
 
+/// Ranges (in order, apart) under `floor` bytes joined to a neighbour while the two fit in
+/// `ceiling`: the one before when it has room, else the one after. A part of one line (`return
+/// rv`, `}`, a signature alone) cites nothing a reader can use, and scores high on words alone.
+pub(crate) fn merge_small(ranges: &mut Vec<(usize, usize)>, floor: usize, ceiling: usize) {
+    let mut k = 0;
+    while k < ranges.len() {
+        let (s, e) = ranges[k];
+        if e - s >= floor {
+            k += 1;
+            continue;
+        }
+        if k > 0 && e - ranges[k - 1].0 <= ceiling {
+            ranges[k - 1].1 = e;
+            ranges.remove(k);
+            k -= 1; // the joined range may still be under the floor
+        } else if k + 1 < ranges.len() && ranges[k + 1].1 - s <= ceiling {
+            ranges[k + 1].0 = s;
+            ranges.remove(k);
+        } else {
+            k += 1;
+        }
+    }
+}
+
 /// Paragraphs (separated by blank lines), merged while the chunk is under the floor, never
 /// over the ceiling.
 pub fn chunk(src: &str, opts: &Options) -> Chunked {

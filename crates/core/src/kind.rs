@@ -22,6 +22,10 @@ pub enum ChunkKind {
     Impl,
     Module,
     Namespace,
+    /// A named constant or variable at a file's top level (`const MAX: usize`, Go's `var
+    /// AllLevels`, Python's `DEFAULT_TIMEOUT = 5`): a member of the module-code chunk that
+    /// holds it, not a chunk of its own.
+    Constant,
     ClassSkeleton,
     /// Code between definitions.
     Code,
@@ -35,7 +39,7 @@ pub enum ChunkKind {
 
 impl ChunkKind {
     /// Every kind.
-    pub const ALL: [ChunkKind; 17] = [
+    pub const ALL: [ChunkKind; 18] = [
         ChunkKind::Function,
         ChunkKind::Method,
         ChunkKind::Class,
@@ -46,6 +50,7 @@ impl ChunkKind {
         ChunkKind::Impl,
         ChunkKind::Module,
         ChunkKind::Namespace,
+        ChunkKind::Constant,
         ChunkKind::ClassSkeleton,
         ChunkKind::Code,
         ChunkKind::Section,
@@ -68,6 +73,7 @@ impl ChunkKind {
             ChunkKind::Impl => "impl",
             ChunkKind::Module => "module",
             ChunkKind::Namespace => "namespace",
+            ChunkKind::Constant => "constant",
             ChunkKind::ClassSkeleton => "class_skeleton",
             ChunkKind::Code => "module_code",
             ChunkKind::Section => "section",

@@ -429,8 +429,9 @@ fn open_segment(
         repo_of.push(r);
         let live = !deleted.contains(&(o as u64));
         alive.push(live);
-        if live && is_definition(d.kind) {
-            // A member of a container that stays one chunk (`Walker.run`) finds the container.
+        if live && (is_definition(d.kind) || !d.members.is_empty()) {
+            // A member of a container that stays one chunk (`Walker.run`) finds the container,
+            // and a named constant (`AllLevels`) the module code that holds it.
             let members = d
                 .members
                 .iter()

@@ -583,6 +583,44 @@ async fn a_name_written_with_its_case_finds_that_definition_before_its_namesake(
     );
 }
 
+#[tokio::test]
+async fn a_constant_named_alone_finds_the_module_code_that_declares_it() {
+    let mut consts = doc_at(
+        "logrus.go",
+        "module_code",
+        "",
+        "// AllLevels exposing all logging levels.\nvar AllLevels = []Level{\n\tPanicLevel,\n\tFatalLevel,\n}",
+        (30, 35),
+    );
+    consts.doc.symbol = None;
+    consts.doc.qualified_name = None;
+    consts.doc.members = vec!["AllLevels".into()];
+    let (g, _cache) = generation_of(vec![
+        consts,
+        doc_at(
+            "hooks.go",
+            "method",
+            "LevelHooks.Levels",
+            "// Levels returns all levels of all hooks, AllLevels when none is set.\nfunc (hooks LevelHooks) Levels() []Level {\n\treturn AllLevels\n}",
+            (10, 14),
+        ),
+        doc_at(
+            "entry.go",
+            "method",
+            "Entry.Levels",
+            "func (entry *Entry) Levels() []Level { return AllLevels }",
+            (50, 50),
+        ),
+    ])
+    .await;
+    let top = top_paths_in(&g, "AllLevels", &QueryConfig::default(), Mode::Hybrid);
+    assert_eq!(
+        top.first(),
+        Some(&("logrus.go".to_owned(), 30, 35)),
+        "{top:?}"
+    );
+}
+
 #[test]
 fn an_impl_counts_as_a_definition_of_its_members_not_of_its_type() {
     let mut small_impl = doc_at(
