@@ -590,13 +590,27 @@ impl<'s> Walker<'s> {
     }
 
     /// The name a TypeScript overload signature declares (`function f(a: string): X;`, in a
-    /// class `f(a: string): X;`), exported or not.
+    /// class `f(a: string): X;`), exported or not, or a Python `@overload` stub.
     fn overload_name(&self, node: Node) -> Option<String> {
         let inner = if node.kind() == "export_statement" {
             node.child_by_field_name("declaration")?
         } else {
             node
         };
+        // Python: `@overload` (`@typing.overload`) over a stub `def f(x: int) -> int: ...`.
+        if inner.kind() == "decorated_definition" {
+            let mut c = inner.walk();
+            let overload = inner.named_children(&mut c).any(|d| {
+                d.kind() == "decorator" && {
+                    let t = self.text(d).trim_start_matches('@').trim();
+                    t == "overload" || t.ends_with(".overload")
+                }
+            });
+            return overload
+                .then(|| inner.child_by_field_name("definition"))
+                .flatten()
+                .and_then(|d| self.name_of(d));
+        }
         matches!(inner.kind(), "function_signature" | "method_signature")
             .then(|| self.name_of(inner))
             .flatten()

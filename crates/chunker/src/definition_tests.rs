@@ -817,6 +817,30 @@ fn typescript_overloads_read_with_their_implementation() {
 }
 
 #[test]
+fn python_overload_stubs_read_with_their_implementation() {
+    let src = "from typing import overload\nimport typing as t\n\n\n@overload\ndef reverse(value: str) -> str: ...\n\n\n@overload\ndef reverse(value: list) -> list: ...\n\n\ndef reverse(value):\n    \"\"\"Reverse a string or a list.\"\"\"\n    return value[::-1]\n\n\nclass Config:\n    @t.overload\n    def get(self, key: str) -> str: ...\n    @t.overload\n    def get(self, key: str, default: int) -> int: ...\n    def get(self, key, default=None):\n        return self.values.get(key, default)\n\n\n@overload\ndef orphan(x: int) -> int: ...\n";
+    assert_eq!(
+        definitions("python", src),
+        pairs(&[
+            ("function", "reverse"),
+            ("class", "Config"),
+            ("function", "orphan")
+        ])
+    );
+    let recs = records("conf.py", "python", src);
+    let reverse = by_qualified(&recs, "reverse");
+    assert!(
+        reverse
+            .text
+            .starts_with("@overload\ndef reverse(value: str)")
+            && reverse.text.ends_with("return value[::-1]"),
+        "{}",
+        reverse.text
+    );
+    assert_eq!(by_qualified(&recs, "Config").members, ["Config.get"]);
+}
+
+#[test]
 fn a_split_rust_impl_names_members_by_their_type_and_leaves_no_brace_alone() {
     let src = "pub type Result<T> = std::result::Result<T, Error>;\n\npub struct Walker {\n    depth: usize,\n}\n\nimpl std::fmt::Display for Walker {\n    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {\n        write!(f, \"walker at depth {}\", self.depth)?;\n        write!(f, \" and more\")\n    }\n\n    /// Not a real method of Display, but long enough to split the impl.\n    fn describe(&self) -> String {\n        format!(\"a walker that is {} levels deep\", self.depth)\n    }\n}\n";
     let opts = Options {
