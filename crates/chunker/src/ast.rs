@@ -1136,16 +1136,38 @@ impl<'s> Walker<'s> {
             p.scope = scope.to_vec();
             p.owner = owner;
             p.parent = parent;
-            if kind.is_container()
-                && let Some(body) = body
-            {
-                // Members of `impl Display for Walker` are `Walker.fmt`.
+            // Members of `impl Display for Walker` are `Walker.fmt`.
+            let qualified = || {
                 let mut q: Vec<&str> = scope.iter().map(Scope::qualifier).collect();
                 q.extend(p.owner.as_deref());
                 q.push(crate::qualifier(kind, &name));
+                q.join(".")
+            };
+            if kind.is_container()
+                && let Some(body) = body
+            {
                 let mut members = Vec::new();
-                self.members(body, &q.join("."), kind, depth, &mut members);
+                self.members(body, &qualified(), kind, depth, &mut members);
                 p.members = members;
+            } else if let Some(methods) = go_interface_type(node) {
+                // A Go interface's methods (`Hook.Fire`), declared without bodies.
+                let mut c = methods.walk();
+                let q = qualified();
+                p.members = methods
+                    .named_children(&mut c)
+                    .filter(|m| m.kind() == "method_elem")
+                    .filter_map(|m| {
+                        Some(Member {
+                            kind: Kind::Method,
+                            qualified_name: format!(
+                                "{q}.{}",
+                                self.text(m.child_by_field_name("name")?)
+                            ),
+                            start: m.start_byte(),
+                        })
+                    })
+                    .take(MAX_MEMBERS)
+                    .collect();
             }
             p.symbol = Some(name);
             self.out.push(p);
@@ -1702,22 +1724,28 @@ fn py_assignment(node: Node<'_>) -> Option<(Node<'_>, Node<'_>)> {
 /// Go: `type Router interface { … }` is an interface (every other `type` declaration is
 /// read as a struct), alone or in a group.
 fn go_interface(node: Node) -> Option<Kind> {
-    if node.kind() == "type_spec" {
-        return (node.child_by_field_name("type")?.kind() == "interface_type")
-            .then_some(Kind::Interface);
-    }
-    if node.kind() != "type_declaration" {
-        return None;
-    }
-    let mut c = node.walk();
-    let specs: Vec<Node> = node
-        .named_children(&mut c)
-        .filter(|n| matches!(n.kind(), "type_spec" | "type_alias"))
-        .collect();
-    let [spec] = specs.as_slice() else {
-        return None;
+    go_interface_type(node).map(|_| Kind::Interface)
+}
+
+/// Go: the `interface { … }` of `type Router interface { … }`, alone or in a group.
+fn go_interface_type(node: Node) -> Option<Node> {
+    let spec = match node.kind() {
+        "type_spec" => node,
+        "type_declaration" => {
+            let mut c = node.walk();
+            let specs: Vec<Node> = node
+                .named_children(&mut c)
+                .filter(|n| matches!(n.kind(), "type_spec" | "type_alias"))
+                .collect();
+            let [spec] = specs.as_slice() else {
+                return None;
+            };
+            *spec
+        }
+        _ => return None,
     };
-    (spec.child_by_field_name("type")?.kind() == "interface_type").then_some(Kind::Interface)
+    spec.child_by_field_name("type")
+        .filter(|t| t.kind() == "interface_type")
 }
 
 /// The first line of a comment or docstring that holds words (`/**` alone does not), with

@@ -1003,3 +1003,15 @@ fn named_constants_are_members_of_the_module_code_that_holds_them() {
         )
     );
 }
+
+#[test]
+fn go_interface_methods_are_members_of_the_interface() {
+    let src = "package logrus\n\n// Hook fires on levels.\ntype Hook interface {\n\tLevels() []Level\n\tFire(*Entry) error\n\tio.Writer\n}\n\ntype (\n\tGetter interface{ Get() int }\n\tBox    struct{}\n)\n";
+    let recs = records("hooks.go", "go", src);
+    assert_eq!(
+        by_qualified(&recs, "Hook").members,
+        ["Hook.Levels", "Hook.Fire"]
+    );
+    assert_eq!(by_qualified(&recs, "Getter").members, ["Getter.Get"]);
+    assert!(by_qualified(&recs, "Box").members.is_empty());
+}

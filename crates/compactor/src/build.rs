@@ -175,7 +175,7 @@ async fn shard_contents(
 }
 
 /// The (ord, key, repository, is a commit message) of every doc of a segment's doc store.
-/// Only the footer and those six columns are fetched, by range: about an eighth of the file
+/// Only the footer and those seven columns are fetched, by range: about an eighth of the file
 /// (the text and header are most of it), so a night that changed little does not download
 /// the whole corpus's text to learn what each segment holds.
 async fn segment_keys(
@@ -214,17 +214,24 @@ async fn segment_keys(
     let builder = ParquetRecordBatchStreamBuilder::new(reader)
         .await
         .map_err(|e| bad(&e))?;
-    let mask = ProjectionMask::columns(
-        builder.parquet_schema(),
-        [
-            "ord",
-            "chunk_id",
-            "content_hash",
-            "has_vector",
-            "repo_id",
-            "kind",
-        ],
-    );
+    // Segments written before members existed have no such column: their docs have none.
+    let has_members = builder
+        .schema()
+        .fields()
+        .iter()
+        .any(|f| f.name() == "members");
+    let mut columns = vec![
+        "ord",
+        "chunk_id",
+        "content_hash",
+        "has_vector",
+        "repo_id",
+        "kind",
+    ];
+    if has_members {
+        columns.push("members");
+    }
+    let mask = ProjectionMask::columns(builder.parquet_schema(), columns);
     let mut reader = builder.with_projection(mask).build().map_err(|e| bad(&e))?;
     let mut out = Vec::new();
     while let Some(batch) = reader.try_next().await.map_err(|e| bad(&e))? {
@@ -265,11 +272,32 @@ async fn segment_keys(
             .as_any()
             .downcast_ref::<StringArray>()
             .ok_or_else(|| bad(&"kind"))?;
+        let members = match batch.column_by_name("members") {
+            Some(c) => Some(
+                c.as_any()
+                    .downcast_ref::<arrow_array::ListArray>()
+                    .ok_or_else(|| bad(&"members"))?
+                    .clone(),
+            ),
+            None => None,
+        };
         for i in 0..batch.num_rows() {
+            let names: Vec<String> = match &members {
+                Some(list) if !list.is_null(i) => {
+                    let row = list.value(i);
+                    let row = row
+                        .as_any()
+                        .downcast_ref::<StringArray>()
+                        .ok_or_else(|| bad(&"members"))?;
+                    (0..row.len()).map(|j| row.value(j).to_owned()).collect()
+                }
+                _ => Vec::new(),
+            };
             let key = DocKey {
                 chunk_id: trawl_core::ChunkId::try_from(id.value(i).to_owned())?,
                 content_hash: trawl_core::ContentHash::try_from(hash.value(i).to_owned())?,
                 has_vector: vec.value(i),
+                members: trawl_index::docs::members_digest(&names),
             };
             out.push((
                 ord.value(i),
@@ -905,5 +933,6 @@ fn key_of(d: &LiveDoc) -> DocKey {
         chunk_id: d.doc.chunk_id,
         content_hash: d.doc.content_hash,
         has_vector: d.vector.is_some(),
+        members: trawl_index::docs::members_digest(&d.doc.members),
     }
 }

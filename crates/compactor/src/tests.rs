@@ -45,9 +45,9 @@ fn opts(shards: u32) -> BuildOptions {
     }
 }
 
-/// The live docs a generation holds, by chunk id → content hash, read back from the store.
-async fn contents(store: &Store, m: &Manifest) -> BTreeMap<String, String> {
-    let mut out = BTreeMap::new();
+/// The live docs a generation holds, read back from the store.
+async fn live_rows(store: &Store, m: &Manifest) -> Vec<DocRow> {
+    let mut out = Vec::new();
     for shard in &m.shards {
         let tomb: generation::Tombstones = match &shard.tombstones {
             Some(k) => store.get_json(k).await.unwrap().unwrap(),
@@ -67,14 +67,21 @@ async fn contents(store: &Store, m: &Manifest) -> BTreeMap<String, String> {
                 .get(&seg.dir)
                 .map(|v| v.iter().copied().collect())
                 .unwrap_or_default();
-            for r in rows.into_iter().filter(|r| !dead.contains(&r.ord)) {
-                assert!(
-                    out.insert(r.chunk_id.to_string(), r.content_hash.to_string())
-                        .is_none(),
-                    "a chunk is live once"
-                );
-            }
+            out.extend(rows.into_iter().filter(|r| !dead.contains(&r.ord)));
         }
+    }
+    out
+}
+
+/// The live docs a generation holds, by chunk id → content hash.
+async fn contents(store: &Store, m: &Manifest) -> BTreeMap<String, String> {
+    let mut out = BTreeMap::new();
+    for r in live_rows(store, m).await {
+        assert!(
+            out.insert(r.chunk_id.to_string(), r.content_hash.to_string())
+                .is_none(),
+            "a chunk is live once"
+        );
     }
     out
 }
@@ -232,6 +239,32 @@ async fn a_one_percent_change_rewrites_a_few_percent_and_the_result_equals_a_ful
     assert!(report.collected.contains(&first.generation));
     // Generation 3 reuses segments written by generation 1: they survive its collection.
     assert_eq!(contents(&store, &live_now).await, expected(&live));
+}
+
+#[tokio::test]
+async fn a_doc_whose_members_changed_is_replaced_though_its_content_is_the_same() {
+    // A new chunker names a module-code chunk's constants: the text and the content hash stay,
+    // the members (the symbol map's input) change, and the next generation must hold them.
+    let store = Store::memory();
+    let mut live = corpus(40, 8);
+    build(&store, live.clone(), Some(space(8)), &opts(2), &Quiet)
+        .await
+        .unwrap();
+    live[7].doc.members = vec!["MAX_RETRIES".into()];
+    let second = build(&store, live.clone(), Some(space(8)), &opts(2), &Quiet)
+        .await
+        .unwrap();
+    assert_eq!(
+        second.build.shards_reused, 1,
+        "only the changed doc's shard is written"
+    );
+    let members: Vec<Vec<String>> = live_rows(&store, &second)
+        .await
+        .into_iter()
+        .filter(|r| r.chunk_id == live[7].doc.chunk_id)
+        .map(|r| r.members)
+        .collect();
+    assert_eq!(members, [vec!["MAX_RETRIES".to_owned()]]);
 }
 
 struct CrashBeforeSwap;

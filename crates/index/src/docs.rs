@@ -167,16 +167,34 @@ impl DocRow {
             chunk_id: self.chunk_id,
             content_hash: self.content_hash,
             has_vector: self.has_vector,
+            members: members_digest(&self.members),
         }
     }
 }
 
-/// See [`DocRow::key`].
+/// See [`DocRow::key`]. The members are not part of the content hash (they do not change what
+/// is embedded), but the symbol map is built from them: a doc whose members changed (a new
+/// chunker names more of them) is replaced, not kept.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct DocKey {
     pub chunk_id: ChunkId,
     pub content_hash: ContentHash,
     pub has_vector: bool,
+    /// [`members_digest`] of the doc's members.
+    pub members: u64,
+}
+
+/// A digest of a doc's members, compared within one build only (never stored): 0 for none.
+pub fn members_digest<S: AsRef<str>>(members: &[S]) -> u64 {
+    use std::hash::{Hash, Hasher};
+    if members.is_empty() {
+        return 0;
+    }
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    for m in members {
+        m.as_ref().hash(&mut h);
+    }
+    h.finish()
 }
 
 impl Row for DocRow {
