@@ -175,7 +175,7 @@ async fn shard_contents(
 }
 
 /// The (ord, key, repository, is a commit message) of every doc of a segment's doc store.
-/// Only the footer and those seven columns are fetched, by range: about an eighth of the file
+/// Only the footer and those eight columns are fetched, by range: about an eighth of the file
 /// (the text and header are most of it), so a night that changed little does not download
 /// the whole corpus's text to learn what each segment holds.
 async fn segment_keys(
@@ -227,6 +227,7 @@ async fn segment_keys(
         "has_vector",
         "repo_id",
         "kind",
+        "call_ids",
     ];
     if has_members {
         columns.push("members");
@@ -272,32 +273,41 @@ async fn segment_keys(
             .as_any()
             .downcast_ref::<StringArray>()
             .ok_or_else(|| bad(&"kind"))?;
-        let members = match batch.column_by_name("members") {
-            Some(c) => Some(
-                c.as_any()
-                    .downcast_ref::<arrow_array::ListArray>()
-                    .ok_or_else(|| bad(&"members"))?
-                    .clone(),
-            ),
-            None => None,
+        let lists = |name: &str| -> Result<Option<arrow_array::ListArray>, CompactError> {
+            batch
+                .column_by_name(name)
+                .map(|c| {
+                    c.as_any()
+                        .downcast_ref::<arrow_array::ListArray>()
+                        .cloned()
+                        .ok_or_else(|| bad(&name))
+                })
+                .transpose()
+        };
+        let (members, call_ids) = (lists("members")?, lists("call_ids")?);
+        // Row `i` of a list column of strings.
+        let strings = |list: &Option<arrow_array::ListArray>, i: usize| {
+            let mut out = Vec::new();
+            if let Some(list) = list.as_ref().filter(|l| !l.is_null(i)) {
+                let row = list.value(i);
+                let row = row
+                    .as_any()
+                    .downcast_ref::<StringArray>()
+                    .ok_or_else(|| bad(&"a list of strings"))?;
+                out.extend((0..row.len()).map(|j| row.value(j).to_owned()));
+            }
+            Ok::<_, CompactError>(out)
         };
         for i in 0..batch.num_rows() {
-            let names: Vec<String> = match &members {
-                Some(list) if !list.is_null(i) => {
-                    let row = list.value(i);
-                    let row = row
-                        .as_any()
-                        .downcast_ref::<StringArray>()
-                        .ok_or_else(|| bad(&"members"))?;
-                    (0..row.len()).map(|j| row.value(j).to_owned()).collect()
-                }
-                _ => Vec::new(),
-            };
+            let calls = strings(&call_ids, i)?
+                .into_iter()
+                .map(trawl_core::ChunkId::try_from)
+                .collect::<Result<Vec<_>, _>>()?;
             let key = DocKey {
                 chunk_id: trawl_core::ChunkId::try_from(id.value(i).to_owned())?,
                 content_hash: trawl_core::ContentHash::try_from(hash.value(i).to_owned())?,
                 has_vector: vec.value(i),
-                members: trawl_index::docs::members_digest(&names),
+                links: trawl_index::docs::links_digest(&strings(&members, i)?, &calls),
             };
             out.push((
                 ord.value(i),
@@ -933,6 +943,6 @@ fn key_of(d: &LiveDoc) -> DocKey {
         chunk_id: d.doc.chunk_id,
         content_hash: d.doc.content_hash,
         has_vector: d.vector.is_some(),
-        members: trawl_index::docs::members_digest(&d.doc.members),
+        links: trawl_index::docs::links_digest(&d.doc.members, &d.doc.call_ids),
     }
 }

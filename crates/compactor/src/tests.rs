@@ -267,6 +267,33 @@ async fn a_doc_whose_members_changed_is_replaced_though_its_content_is_the_same(
     assert_eq!(members, [vec!["MAX_RETRIES".to_owned()]]);
 }
 
+#[tokio::test]
+async fn a_call_resolved_by_a_new_definition_reaches_the_kept_caller() {
+    // handler_3 calls `helper`, which no doc defines; then a doc defining `helper` arrives.
+    // handler_3 itself is unchanged, but its resolved callees are not.
+    let store = Store::memory();
+    let mut live = corpus(20, 8);
+    live[3].doc.calls = vec!["helper".into()];
+    build(&store, live.clone(), Some(space(8)), &opts(2), &Quiet)
+        .await
+        .unwrap();
+    let mut helper = corpus(21, 8).pop().unwrap();
+    helper.doc.symbol = Some("helper".into());
+    helper.doc.qualified_name = Some("helper".into());
+    let helper_id = helper.doc.chunk_id;
+    live.push(helper);
+    let second = build(&store, live.clone(), Some(space(8)), &opts(2), &Quiet)
+        .await
+        .unwrap();
+    let calls: Vec<Vec<trawl_core::ChunkId>> = live_rows(&store, &second)
+        .await
+        .into_iter()
+        .filter(|r| r.chunk_id == live[3].doc.chunk_id)
+        .map(|r| r.call_ids)
+        .collect();
+    assert_eq!(calls, [vec![helper_id]]);
+}
+
 struct CrashBeforeSwap;
 impl Progress for CrashBeforeSwap {
     fn swapping(&self, _: Generation) {

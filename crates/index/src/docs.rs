@@ -167,34 +167,41 @@ impl DocRow {
             chunk_id: self.chunk_id,
             content_hash: self.content_hash,
             has_vector: self.has_vector,
-            members: members_digest(&self.members),
+            links: links_digest(&self.members, &self.call_ids),
         }
     }
 }
 
-/// See [`DocRow::key`]. The members are not part of the content hash (they do not change what
-/// is embedded), but the symbol map is built from them: a doc whose members changed (a new
-/// chunker names more of them) is replaced, not kept.
+/// See [`DocRow::key`]. A doc's members and resolved callees are not part of its content hash
+/// (they do not change what is embedded), but the symbol map and the call graph are built from
+/// them: a doc whose members changed (a new chunker names more of them) or whose calls now
+/// resolve otherwise (a callee was defined or removed elsewhere) is replaced, not kept.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct DocKey {
     pub chunk_id: ChunkId,
     pub content_hash: ContentHash,
     pub has_vector: bool,
-    /// [`members_digest`] of the doc's members.
-    pub members: u64,
+    /// [`links_digest`] of the doc's members and callees.
+    pub links: u64,
 }
 
-/// A digest of a doc's members, compared within one build only (never stored): 0 for none.
-pub fn members_digest<S: AsRef<str>>(members: &[S]) -> u64 {
+/// A digest of a doc's members and resolved callees, compared within one build only (never
+/// stored): 0 for none.
+pub fn links_digest<S: AsRef<str>>(members: &[S], call_ids: &[ChunkId]) -> u64 {
     use std::hash::{Hash, Hasher};
-    if members.is_empty() {
-        return 0;
-    }
     let mut h = std::collections::hash_map::DefaultHasher::new();
+    let mut any = false;
     for m in members {
         m.as_ref().hash(&mut h);
+        any = true;
     }
-    h.finish()
+    // Apart from the members: `["a"], []` and `[], ["a"]` differ.
+    0xffu8.hash(&mut h);
+    for c in call_ids {
+        c.hash(&mut h);
+        any = true;
+    }
+    if any { h.finish() } else { 0 }
 }
 
 impl Row for DocRow {
