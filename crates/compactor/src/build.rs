@@ -273,41 +273,35 @@ async fn segment_keys(
             .as_any()
             .downcast_ref::<StringArray>()
             .ok_or_else(|| bad(&"kind"))?;
-        let lists = |name: &str| -> Result<Option<arrow_array::ListArray>, CompactError> {
-            batch
-                .column_by_name(name)
-                .map(|c| {
-                    c.as_any()
-                        .downcast_ref::<arrow_array::ListArray>()
-                        .cloned()
-                        .ok_or_else(|| bad(&name))
-                })
-                .transpose()
+        // A list column of strings, as its offsets and its values: row `i` is
+        // `values[offsets[i]..offsets[i + 1]]`, read without a copy.
+        let lists = |name: &str| -> Result<Option<(Vec<usize>, StringArray)>, CompactError> {
+            let Some(c) = batch.column_by_name(name) else {
+                return Ok(None);
+            };
+            let list = c
+                .as_any()
+                .downcast_ref::<arrow_array::ListArray>()
+                .ok_or_else(|| bad(&name))?;
+            let values = list
+                .values()
+                .as_any()
+                .downcast_ref::<StringArray>()
+                .ok_or_else(|| bad(&name))?
+                .clone();
+            let offsets = list.value_offsets().iter().map(|&o| o as usize).collect();
+            Ok(Some((offsets, values)))
         };
         let (members, call_ids) = (lists("members")?, lists("call_ids")?);
-        // Row `i` of a list column of strings.
-        let strings = |list: &Option<arrow_array::ListArray>, i: usize| {
-            let mut out = Vec::new();
-            if let Some(list) = list.as_ref().filter(|l| !l.is_null(i)) {
-                let row = list.value(i);
-                let row = row
-                    .as_any()
-                    .downcast_ref::<StringArray>()
-                    .ok_or_else(|| bad(&"a list of strings"))?;
-                out.extend((0..row.len()).map(|j| row.value(j).to_owned()));
-            }
-            Ok::<_, CompactError>(out)
-        };
         for i in 0..batch.num_rows() {
-            let calls = strings(&call_ids, i)?
-                .into_iter()
-                .map(trawl_core::ChunkId::try_from)
+            let calls = list_row(call_ids.as_ref(), i)
+                .map(|c| trawl_core::ChunkId::try_from(c.to_owned()))
                 .collect::<Result<Vec<_>, _>>()?;
             let key = DocKey {
                 chunk_id: trawl_core::ChunkId::try_from(id.value(i).to_owned())?,
                 content_hash: trawl_core::ContentHash::try_from(hash.value(i).to_owned())?,
                 has_vector: vec.value(i),
-                links: trawl_index::docs::links_digest(&strings(&members, i)?, &calls),
+                links: trawl_index::docs::links_digest(list_row(members.as_ref(), i), calls),
             };
             out.push((
                 ord.value(i),
@@ -318,6 +312,15 @@ async fn segment_keys(
         }
     }
     Ok(out)
+}
+
+/// Row `i` of a list column of strings read as its offsets and values (none when absent).
+fn list_row(
+    list: Option<&(Vec<usize>, arrow_array::StringArray)>,
+    i: usize,
+) -> impl Iterator<Item = &str> {
+    list.into_iter()
+        .flat_map(move |(o, v)| (o[i]..o[i + 1]).map(move |j| v.value(j)))
 }
 
 /// A Parquet file in the object store, read by byte range (the footer, then the columns a
@@ -943,6 +946,9 @@ fn key_of(d: &LiveDoc) -> DocKey {
         chunk_id: d.doc.chunk_id,
         content_hash: d.doc.content_hash,
         has_vector: d.vector.is_some(),
-        links: trawl_index::docs::links_digest(&d.doc.members, &d.doc.call_ids),
+        links: trawl_index::docs::links_digest(
+            d.doc.members.iter().map(String::as_str),
+            d.doc.call_ids.iter().copied(),
+        ),
     }
 }

@@ -167,7 +167,10 @@ impl DocRow {
             chunk_id: self.chunk_id,
             content_hash: self.content_hash,
             has_vector: self.has_vector,
-            links: links_digest(&self.members, &self.call_ids),
+            links: links_digest(
+                self.members.iter().map(String::as_str),
+                self.call_ids.iter().copied(),
+            ),
         }
     }
 }
@@ -187,12 +190,15 @@ pub struct DocKey {
 
 /// A digest of a doc's members and resolved callees, compared within one build only (never
 /// stored): 0 for none.
-pub fn links_digest<S: AsRef<str>>(members: &[S], call_ids: &[ChunkId]) -> u64 {
+pub fn links_digest<'a>(
+    members: impl IntoIterator<Item = &'a str>,
+    call_ids: impl IntoIterator<Item = ChunkId>,
+) -> u64 {
     use std::hash::{Hash, Hasher};
     let mut h = std::collections::hash_map::DefaultHasher::new();
     let mut any = false;
     for m in members {
-        m.as_ref().hash(&mut h);
+        m.hash(&mut h);
         any = true;
     }
     // Apart from the members: `["a"], []` and `[], ["a"]` differ.
