@@ -33,7 +33,9 @@ pub struct Args {
     #[arg(long)]
     path: Vec<String>,
 
-    /// Only these chunk kinds (`function`, `method`, `class`, `section`, …). Repeatable.
+    /// Only these chunk kinds (`function`, `method`, `class`, `module_code`, `section`,
+    /// `commit`, …; `constant`: the module code that declares a named constant). Repeatable;
+    /// a kind that does not exist is an error that lists them.
     #[arg(long)]
     kind: Vec<String>,
 

@@ -29,7 +29,7 @@ pub struct Filter {
     access: Access,
     repo: Option<GlobSet>,
     lang: Vec<String>,
-    kind: Vec<String>,
+    kind: Vec<ChunkKind>,
     path: Option<GlobSet>,
 }
 
@@ -66,7 +66,7 @@ impl Filter {
             access,
             repo,
             lang: lower(&req.lang),
-            kind: lower(&req.kind),
+            kind: kinds(&req.kind)?,
             path,
         })
     }
@@ -81,9 +81,34 @@ impl Filter {
 
     fn doc_ok(&self, d: &DocRow) -> bool {
         (self.lang.is_empty() || self.lang.iter().any(|l| l == &d.language))
-            && (self.kind.is_empty() || self.kind.iter().any(|k| k == d.kind.as_str()))
+            && (self.kind.is_empty() || self.kind.iter().any(|&k| is_of_kind(d, k)))
             && self.path.as_ref().is_none_or(|g| g.is_match(&d.path))
     }
+}
+
+/// The kinds a request names (`function`, `module_code`, …), each checked: a misspelt kind
+/// is an error that lists them all, not a search that silently finds nothing.
+fn kinds(names: &[String]) -> Result<Vec<ChunkKind>, QueryError> {
+    names
+        .iter()
+        .map(|n| {
+            let n = n.trim().to_lowercase();
+            n.parse().map_err(|_| {
+                let all: Vec<&str> = ChunkKind::ALL.iter().map(|k| k.as_str()).collect();
+                QueryError::BadRequest(format!(
+                    "unknown chunk kind {n:?}: use one of {}",
+                    all.join(", ")
+                ))
+            })
+        })
+        .collect()
+}
+
+/// Whether `d` passes a `kind` filter. A named constant is not a chunk of its own but a
+/// member of the module code that declares it, so `constant` finds that module code.
+fn is_of_kind(d: &DocRow, kind: ChunkKind) -> bool {
+    d.kind == kind
+        || (kind == ChunkKind::Constant && d.kind == ChunkKind::Code && !d.members.is_empty())
 }
 
 /// The filter of one segment, cheap to clone into tantivy's collector.

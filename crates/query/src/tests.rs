@@ -10,6 +10,7 @@ use trawl_core::space::{Dtype, Space};
 use trawl_core::store::Store;
 use trawl_index::VectorData;
 
+use crate::QueryError;
 use crate::access::Access;
 use crate::index::Generation;
 use crate::rank;
@@ -618,6 +619,42 @@ async fn a_constant_named_alone_finds_the_module_code_that_declares_it() {
         top.first(),
         Some(&("logrus.go".to_owned(), 30, 35)),
         "{top:?}"
+    );
+    // `--kind constant` keeps the module code that declares one, and nothing else.
+    for (kinds, want) in [
+        (vec!["constant"], vec!["logrus.go"]),
+        (vec!["Method"], vec!["hooks.go", "entry.go"]),
+        (
+            vec!["module_code", "method"],
+            vec!["logrus.go", "hooks.go", "entry.go"],
+        ),
+    ] {
+        let mut req = SearchRequest::new("AllLevels");
+        req.kind = kinds.iter().map(|k| (*k).to_owned()).collect();
+        let filter = Filter::new(&req, Access::all()).unwrap();
+        let ranked =
+            search::candidates(&g, &req, 5, filter, None, &QueryConfig::default()).unwrap();
+        let mut got: Vec<String> = search::finish(&g, &ranked.candidates, 5, false, &Access::all())
+            .into_iter()
+            .map(|h| h.chunk.path)
+            .collect();
+        got.sort();
+        let mut want: Vec<String> = want.into_iter().map(str::to_owned).collect();
+        want.sort();
+        assert_eq!(got, want, "--kind {kinds:?}");
+    }
+}
+
+#[test]
+fn a_misspelt_kind_is_refused_with_the_kinds_there_are() {
+    let mut req = SearchRequest::new("parse");
+    req.kind = vec!["function".into(), "functon".into()];
+    let err = Filter::new(&req, Access::all()).unwrap_err();
+    assert!(matches!(err, QueryError::BadRequest(_)), "{err:?}");
+    let msg = err.to_string();
+    assert!(
+        msg.contains("\"functon\"") && msg.contains("module_code") && msg.contains("constant"),
+        "{msg}"
     );
 }
 
