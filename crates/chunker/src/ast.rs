@@ -10,6 +10,7 @@ use tree_sitter::{Node, Parser, Tree};
 use crate::lang::{Kind, Spec};
 use crate::text::{split_lines, trim};
 use crate::{Chunked, Member, Note, Options, Piece, Scope};
+use trawl_core::words::{squeeze, strip_generics};
 
 /// Parses `src`, giving up after the time budget.
 pub fn parse(language: &tree_sitter::Language, src: &str, opts: &Options) -> Option<Tree> {
@@ -1498,17 +1499,19 @@ impl<'s> Walker<'s> {
     }
 
     fn name_of(&self, node: Node) -> Option<String> {
+        if node.kind() == "impl_item" {
+            let ty = strip_generics(self.text(node.child_by_field_name("type")?));
+            // A trait impl keeps the trait's arguments: `From<io::Error> for Error` and
+            // `From<fmt::Error> for Error` are two impls, and a reader tells them apart.
+            return Some(match node.child_by_field_name("trait") {
+                Some(t) => format!("{} for {ty}", squeeze(self.text(t))),
+                None => ty,
+            });
+        }
         self.raw_name(node).map(|n| strip_generics(&n))
     }
 
     fn raw_name(&self, node: Node) -> Option<String> {
-        if node.kind() == "impl_item" {
-            let ty = node.child_by_field_name("type").map(|n| self.text(n))?;
-            return Some(match node.child_by_field_name("trait") {
-                Some(t) => format!("{} for {ty}", self.text(t)),
-                None => ty.to_owned(),
-            });
-        }
         if let Some(n) = node.child_by_field_name("name") {
             return Some(self.text(n).to_owned());
         }
@@ -1994,21 +1997,6 @@ fn split_qualified(name: &str) -> Option<(&str, &str, &'static str)> {
         .flat_map(|s| s.split(['.', ':']))
         .all(|s| s.is_empty() || is_identifier(s));
     (!owner.is_empty() && owner_ok && is_identifier(symbol)).then_some((owner, symbol, sep))
-}
-
-/// `QueueWorker<W>` → `QueueWorker`; `From<u8> for Id<T>` → `From for Id`.
-fn strip_generics(name: &str) -> String {
-    let mut out = String::with_capacity(name.len());
-    let mut depth = 0usize;
-    for c in name.chars() {
-        match c {
-            '<' => depth += 1,
-            '>' if depth > 0 => depth -= 1,
-            _ if depth == 0 => out.push(c),
-            _ => {}
-        }
-    }
-    out.split_whitespace().collect::<Vec<_>>().join(" ")
 }
 
 fn line_indent(src: &str, at: usize) -> String {

@@ -653,6 +653,31 @@ fn members_of_a_small_rust_impl_are_addressable() {
 }
 
 #[test]
+fn trait_impls_are_named_with_the_traits_arguments() {
+    let src = "pub struct Error;\n\nimpl From<std::io::Error> for Error {\n    fn from(_: std::io::Error) -> Self {\n        Error\n    }\n}\n\nimpl From<std::fmt::Error> for Error {\n    fn from(_: std::fmt::Error) -> Self {\n        Error\n    }\n}\n\nimpl<T: Clone> AsRef<[T]>\n    for Holder<T>\n{\n    fn as_ref(&self) -> &[T] {\n        &self.0\n    }\n}\n\nimpl<T> Holder<T> {\n    fn get(&self) {}\n}\n";
+    assert_eq!(
+        definitions("rust", src),
+        pairs(&[
+            ("struct", "Error"),
+            ("impl", "From<std::io::Error> for Error"),
+            ("impl", "From<std::fmt::Error> for Error"),
+            ("impl", "AsRef<[T]> for Holder"),
+            ("impl", "Holder"),
+        ])
+    );
+    // The members are still the type's.
+    let recs = records("src/error.rs", "rust", src);
+    assert_eq!(
+        by_symbol(&recs, "From<std::fmt::Error> for Error").members,
+        ["Error.from"]
+    );
+    assert_eq!(
+        by_symbol(&recs, "AsRef<[T]> for Holder").members,
+        ["Holder.as_ref"]
+    );
+}
+
+#[test]
 fn members_of_small_classes_are_addressable_in_every_language() {
     let cases: &[(&str, &str, &[&str])] = &[
         (

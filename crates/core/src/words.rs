@@ -120,6 +120,27 @@ pub fn plain_words(text: &str) -> String {
     out
 }
 
+/// A name without its generic arguments: `QueueWorker<W>` → `QueueWorker`; `From<u8> for
+/// Id<T>` → `From for Id`. Whitespace runs become one space.
+pub fn strip_generics(name: &str) -> String {
+    let mut out = String::with_capacity(name.len());
+    let mut depth = 0usize;
+    for c in name.chars() {
+        match c {
+            '<' => depth += 1,
+            '>' if depth > 0 => depth -= 1,
+            _ if depth == 0 => out.push(c),
+            _ => {}
+        }
+    }
+    squeeze(&out)
+}
+
+/// `text` on one line, each run of whitespace one space.
+pub fn squeeze(text: &str) -> String {
+    text.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

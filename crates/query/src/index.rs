@@ -45,7 +45,8 @@ impl std::fmt::Debug for Segment {
 }
 
 /// The forms under which a symbol is looked up: the name, the qualified name, and the
-/// qualified name with `.`/`::`/`#`/`->` separators made one (`a.b` = `a::b`).
+/// qualified name with `.`/`::`/`#`/`->` separators made one (`a.b` = `a::b`); a name with
+/// generic arguments also without them.
 pub fn symbol_keys(symbol: Option<&str>, qualified: Option<&str>) -> Vec<String> {
     let mut keys = Vec::new();
     for s in [symbol, qualified].into_iter().flatten() {
@@ -54,6 +55,12 @@ pub fn symbol_keys(symbol: Option<&str>, qualified: Option<&str>) -> Vec<String>
             continue;
         }
         keys.push(normalize_symbol(&s));
+        if s.contains('<') {
+            // `From<io::Error> for Error` is found by `From for Error` too.
+            let bare = trawl_core::words::strip_generics(&s);
+            keys.push(normalize_symbol(&bare));
+            keys.push(bare);
+        }
         keys.push(s);
     }
     keys.sort();

@@ -1027,3 +1027,23 @@ async fn a_longer_page_begins_with_the_shorter_pages_answers() {
         }
     }
 }
+
+#[test]
+fn a_trait_impl_is_found_with_or_without_the_traits_arguments() {
+    let keys = crate::index::symbol_keys(
+        Some("From<std::io::Error> for Error"),
+        Some("From<std::io::Error> for Error"),
+    );
+    for (typed, found) in [
+        ("From<std::io::Error> for Error", true),
+        ("From for Error", true),
+        ("from<std.io.error> for error", true),
+        ("From<std::fmt::Error> for Error", false),
+    ] {
+        assert_eq!(
+            keys.contains(&crate::index::normalize_symbol(typed)),
+            found,
+            "{typed}: {keys:?}"
+        );
+    }
+}
