@@ -482,7 +482,7 @@ impl<'s> Walker<'s> {
             if matches!(kind, Kind::Namespace | Kind::Module) && self.body_of(node).is_none() {
                 return None;
             }
-            return Some((node, go_interface(node).unwrap_or(kind)));
+            return Some((node, go_type(node).unwrap_or(kind)));
         }
         if spec.arrow_functions {
             if let Some((_, value)) = self.js_assignment(node) {
@@ -1724,16 +1724,25 @@ fn py_assignment(node: Node<'_>) -> Option<(Node<'_>, Node<'_>)> {
         .flatten()
 }
 
-/// Go: `type Router interface { … }` is an interface (every other `type` declaration is
-/// read as a struct), alone or in a group.
-fn go_interface(node: Node) -> Option<Kind> {
-    go_interface_type(node).map(|_| Kind::Interface)
+/// Go: what a `type` declaration defines, by the type it names: `type Router interface { … }`
+/// an interface, `type Entry struct { … }` a struct, anything else (`type HandlerFunc
+/// func(…)`, `type Level uint32`, an alias `type L = Level`) a type; alone or in a group.
+fn go_type(node: Node) -> Option<Kind> {
+    let spec = go_type_spec(node)?;
+    if spec.kind() == "type_alias" {
+        return Some(Kind::Type);
+    }
+    Some(match spec.child_by_field_name("type")?.kind() {
+        "interface_type" => Kind::Interface,
+        "struct_type" => Kind::Struct,
+        _ => Kind::Type,
+    })
 }
 
-/// Go: the `interface { … }` of `type Router interface { … }`, alone or in a group.
-fn go_interface_type(node: Node) -> Option<Node> {
-    let spec = match node.kind() {
-        "type_spec" => node,
+/// Go: the one `type_spec` or `type_alias` of a `type` declaration, or the node itself.
+fn go_type_spec(node: Node) -> Option<Node> {
+    match node.kind() {
+        "type_spec" | "type_alias" => Some(node),
         "type_declaration" => {
             let mut c = node.walk();
             let specs: Vec<Node> = node
@@ -1743,11 +1752,16 @@ fn go_interface_type(node: Node) -> Option<Node> {
             let [spec] = specs.as_slice() else {
                 return None;
             };
-            *spec
+            Some(*spec)
         }
-        _ => return None,
-    };
-    spec.child_by_field_name("type")
+        _ => None,
+    }
+}
+
+/// Go: the `interface { … }` of `type Router interface { … }`, alone or in a group.
+fn go_interface_type(node: Node) -> Option<Node> {
+    go_type_spec(node)?
+        .child_by_field_name("type")
         .filter(|t| t.kind() == "interface_type")
 }
 

@@ -477,7 +477,7 @@ fn rust_items_inside_an_item_macro_are_definitions() {
         "src/net.rs",
         "rust",
         &[
-            ("function", "cfg_net"),
+            ("macro", "cfg_net"),
             ("function", "connect"),
             ("struct", "Stream"),
             ("impl", "Stream"),
@@ -615,7 +615,7 @@ fn go_methods_keep_their_receiver() {
             ("function", "New"),
             ("interface", "Getter"),
             // Each type of a `type ( … )` group is a definition of its own.
-            ("struct", "Option"),
+            ("type", "Option"),
             ("interface", "Hook"),
         ],
     );
@@ -650,6 +650,28 @@ fn members_of_a_small_rust_impl_are_addressable() {
     assert_eq!(imp.members, ["Walker.run", "Walker.skip"]);
     let display = by_symbol(&recs, "std::fmt::Display for Walker");
     assert_eq!(display.members, ["Walker.fmt"]);
+}
+
+#[test]
+fn a_type_that_is_not_a_struct_has_kind_type() {
+    let go = "package log\n\n// Entry is one line.\ntype Entry struct {\n\tMsg string\n}\n\n// Hook runs on each entry.\ntype Hook interface {\n\tFire(*Entry) error\n}\n\n// HandlerFunc handles an entry.\ntype HandlerFunc func(*Entry) error\n\n// Level is a severity.\ntype Level uint32\n\n// L is Level.\ntype L = Level\n\ntype (\n\tFields map[string]any\n\tPair struct{ K, V string }\n)\n";
+    assert_eq!(
+        definitions("go", go),
+        pairs(&[
+            ("struct", "Entry"),
+            ("interface", "Hook"),
+            ("type", "HandlerFunc"),
+            ("type", "Level"),
+            ("type", "L"),
+            ("type", "Fields"),
+            ("struct", "Pair"),
+        ])
+    );
+    let rust = "/// What every call returns.\npub type Result<T> = std::result::Result<T, Error>;\n\nmacro_rules! bail {\n    ($e:expr) => {\n        return Err($e.into())\n    };\n}\n";
+    assert_eq!(
+        definitions("rust", rust),
+        pairs(&[("type", "Result"), ("macro", "bail")])
+    );
 }
 
 #[test]
@@ -888,7 +910,7 @@ fn a_split_rust_impl_names_members_by_their_type_and_leaves_no_brace_alone() {
         .iter()
         .find(|p| p.symbol.as_deref() == Some("Result"))
         .unwrap();
-    assert_eq!(result.kind, crate::Kind::Struct);
+    assert_eq!(result.kind, crate::Kind::Type);
     for p in c.pieces.iter().filter(|p| !p.is_generated()) {
         let text = src[p.start..p.end].trim();
         assert!(

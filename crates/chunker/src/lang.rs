@@ -168,12 +168,12 @@ pub static SPECS: &[Spec] = &[
             ("struct_item", Kind::Struct),
             ("enum_item", Kind::Enum),
             ("union_item", Kind::Struct),
-            // `pub type Result<T> = std::result::Result<T, Error>;`, as Go's type aliases.
-            ("type_item", Kind::Struct),
+            // `pub type Result<T> = std::result::Result<T, Error>;`
+            ("type_item", Kind::Type),
             ("trait_item", Kind::Trait),
             ("impl_item", Kind::Impl),
             ("mod_item", Kind::Module),
-            ("macro_definition", Kind::Function),
+            ("macro_definition", Kind::Macro),
         ],
         bodies: &[
             "declaration_list",
@@ -196,9 +196,10 @@ pub static SPECS: &[Spec] = &[
         defs: &[
             ("function_declaration", Kind::Function),
             ("method_declaration", Kind::Method),
+            // Each a struct, an interface or a type, by the type it names (`go_type`).
             ("type_declaration", Kind::Struct),
             ("type_spec", Kind::Struct),
-            ("type_alias", Kind::Struct),
+            ("type_alias", Kind::Type),
         ],
         groups: &["type_declaration"],
         imports: &["import_declaration"],

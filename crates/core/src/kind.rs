@@ -20,6 +20,12 @@ pub enum ChunkKind {
     Interface,
     Trait,
     Impl,
+    /// A named type that is not a struct, enum, class or interface: a type alias (Rust's
+    /// `type Result<T> = …`, Go's `type Level = uint32`) or a Go type defined by another
+    /// (`type HandlerFunc func(…)`, `type Level uint32`).
+    Type,
+    /// A macro definition (`macro_rules!`).
+    Macro,
     Module,
     Namespace,
     /// A named constant or variable at a file's top level (`const MAX: usize`, Go's `var
@@ -39,7 +45,7 @@ pub enum ChunkKind {
 
 impl ChunkKind {
     /// Every kind.
-    pub const ALL: [ChunkKind; 18] = [
+    pub const ALL: [ChunkKind; 20] = [
         ChunkKind::Function,
         ChunkKind::Method,
         ChunkKind::Class,
@@ -48,6 +54,8 @@ impl ChunkKind {
         ChunkKind::Interface,
         ChunkKind::Trait,
         ChunkKind::Impl,
+        ChunkKind::Type,
+        ChunkKind::Macro,
         ChunkKind::Module,
         ChunkKind::Namespace,
         ChunkKind::Constant,
@@ -71,6 +79,8 @@ impl ChunkKind {
             ChunkKind::Interface => "interface",
             ChunkKind::Trait => "trait",
             ChunkKind::Impl => "impl",
+            ChunkKind::Type => "type",
+            ChunkKind::Macro => "macro",
             ChunkKind::Module => "module",
             ChunkKind::Namespace => "namespace",
             ChunkKind::Constant => "constant",
@@ -97,6 +107,8 @@ impl ChunkKind {
                 | ChunkKind::Interface
                 | ChunkKind::Trait
                 | ChunkKind::Impl
+                | ChunkKind::Type
+                | ChunkKind::Macro
         )
     }
 

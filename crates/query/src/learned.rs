@@ -204,7 +204,10 @@ pub fn features<'a, K: std::hash::Hash + Eq + Copy>(
                 lines.ln(),
                 repos.iter().filter(|r| **r == repo).count() as f64 / SHARE_TOP as f64,
                 files.iter().filter(|f| **f == file).count() as f64 / SHARE_TOP as f64,
-                flag(matches!(k, ChunkKind::Function | ChunkKind::Method)),
+                flag(matches!(
+                    k,
+                    ChunkKind::Function | ChunkKind::Method | ChunkKind::Macro
+                )),
                 flag(k.is_container()),
                 flag(rank::is_wide(k)),
                 flag(k == ChunkKind::Code),
