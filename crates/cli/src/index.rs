@@ -12,7 +12,7 @@ use std::process::ExitCode;
 use anyhow::Context;
 use trawl_core::config::{Config, EmbedderKind};
 use trawl_core::records::DeadLetter;
-use trawl_fetcher::RepoReport;
+use trawl_fetcher::{FailureReason, RepoReport};
 use trawl_pipeline::{IndexOptions, Phase, Pipeline, PipelineError};
 
 use crate::compact::IndexCommand;
@@ -327,14 +327,32 @@ pub async fn run(cfg: &Config, args: Args) -> anyhow::Result<ExitCode> {
     })
 }
 
+/// What to do about a local directory that could not be read as a repository: only a
+/// directory that is no git repository at all, or one with no commit yet, is told to commit;
+/// a repository that is there but broken (a missing object) keeps the fetcher's own message,
+/// which names what is missing.
+fn local_hint(dir: &std::path::Path) -> Option<&'static str> {
+    if !dir.is_dir() {
+        return None;
+    }
+    match git2::Repository::open(dir) {
+        Err(_) => Some(
+            " (not a git repository: trawl indexes what is committed; `git init && git add -A && git commit` first)",
+        ),
+        Ok(repo) if repo.head().is_err() => Some(
+            " (the repository has no commit yet: trawl indexes what is committed; `git add -A && git commit` first)",
+        ),
+        Ok(_) => None,
+    }
+}
+
 fn print_failure(r: &RepoReport) {
     let Some(f) = &r.failure else {
         return;
     };
-    let hint = if std::path::Path::new(&r.url).is_dir() && f.reason.as_str() == "not-found" {
-        " (not a git repository: trawl indexes what is committed; `git init && git add -A && git commit` first)"
-    } else {
-        ""
+    let hint = match f.reason {
+        FailureReason::NotFound => local_hint(std::path::Path::new(&r.url)).unwrap_or(""),
+        _ => "",
     };
     println!(
         "  FAILED   {}  {}: {}{hint}",
@@ -342,4 +360,50 @@ fn print_failure(r: &RepoReport) {
         f.reason.as_str(),
         f.message
     );
+}
+
+#[cfg(test)]
+mod tests {
+    use super::local_hint;
+
+    fn commit_one_file(dir: &std::path::Path) -> git2::Oid {
+        let repo = git2::Repository::init(dir).unwrap();
+        std::fs::write(dir.join("a.py"), "def f():\n    return 1\n").unwrap();
+        let mut index = repo.index().unwrap();
+        index.add_path(std::path::Path::new("a.py")).unwrap();
+        let tree = repo.find_tree(index.write_tree().unwrap()).unwrap();
+        let sig = git2::Signature::now("t", "t@example.com").unwrap();
+        repo.commit(Some("HEAD"), &sig, &sig, "one", &tree, &[])
+            .unwrap();
+        tree.get_name("a.py").unwrap().id()
+    }
+
+    #[test]
+    fn only_a_directory_that_is_no_repository_or_has_no_commit_is_told_to_commit() {
+        let plain = tempfile::tempdir().unwrap();
+        assert!(local_hint(plain.path()).unwrap().contains("git init"));
+
+        let empty = tempfile::tempdir().unwrap();
+        git2::Repository::init(empty.path()).unwrap();
+        let hint = local_hint(empty.path()).unwrap();
+        assert!(hint.contains("no commit yet") && !hint.contains("git init"));
+
+        // A repository whose blob is gone is a repository: no advice to `git init` it.
+        let broken = tempfile::tempdir().unwrap();
+        let blob = commit_one_file(broken.path());
+        let hex = blob.to_string();
+        let object = broken
+            .path()
+            .join(".git/objects")
+            .join(&hex[..2])
+            .join(&hex[2..]);
+        std::fs::remove_file(object).unwrap();
+        assert_eq!(local_hint(broken.path()), None);
+
+        // A URL is no directory: the fetcher's message stands alone.
+        assert_eq!(
+            local_hint(std::path::Path::new("https://example.com/r.git")),
+            None
+        );
+    }
 }
