@@ -675,6 +675,29 @@ fn a_type_that_is_not_a_struct_has_kind_type() {
 }
 
 #[test]
+fn a_typescript_type_alias_is_a_definition_with_its_doc_comment() {
+    let ts = "import type {Hooks} from './hooks.js';\n\nexport type Input = string | URL | Request;\n\n/**\nHow long to wait, in milliseconds.\n*/\nexport type Timeout<T = number> = T | false;\n\ndeclare type Mapper<T> = (value: T) => T;\n\nexport type {RetryOptions} from './retry.js';\n\nexport interface Options {\n\thooks?: Hooks;\n}\n";
+    assert_eq!(
+        definitions("typescript", ts),
+        pairs(&[
+            ("type", "Input"),
+            ("type", "Timeout"),
+            ("type", "Mapper"),
+            ("interface", "Options"),
+        ])
+    );
+    let recs = records("source/types/options.ts", "typescript", ts);
+    let timeout = by_symbol(&recs, "Timeout");
+    assert_eq!((timeout.start_line, timeout.end_line), (5, 8));
+    assert!(timeout.text.starts_with("/**\nHow long to wait"));
+    // A re-export names no type of this file: it stays module code.
+    assert!(
+        recs.iter()
+            .any(|r| r.kind == crate::Kind::Code && r.text.contains("export type {RetryOptions}"))
+    );
+}
+
+#[test]
 fn trait_impls_are_named_with_the_traits_arguments() {
     let src = "pub struct Error;\n\nimpl From<std::io::Error> for Error {\n    fn from(_: std::io::Error) -> Self {\n        Error\n    }\n}\n\nimpl From<std::fmt::Error> for Error {\n    fn from(_: std::fmt::Error) -> Self {\n        Error\n    }\n}\n\nimpl<T: Clone> AsRef<[T]>\n    for Holder<T>\n{\n    fn as_ref(&self) -> &[T] {\n        &self.0\n    }\n}\n\nimpl<T> Holder<T> {\n    fn get(&self) {}\n}\n";
     assert_eq!(
@@ -811,7 +834,11 @@ fn typescript_overloads_read_with_their_implementation() {
         let recs = records("src/parse.ts", lang, src);
         assert_eq!(
             definitions(lang, src),
-            pairs(&[("function", "parse"), ("class", "Formatter")]),
+            pairs(&[
+                ("function", "parse"),
+                ("type", "Options"),
+                ("class", "Formatter")
+            ]),
             "{lang}"
         );
         let parse = by_qualified(&recs, "parse");

@@ -73,6 +73,8 @@ const TS_DEFS: &[(&str, Kind)] = &[
     ("class", Kind::Class),
     ("method_definition", Kind::Method),
     ("interface_declaration", Kind::Interface),
+    // `export type Options = {…}`: where TypeScript code declares most of its shapes.
+    ("type_alias_declaration", Kind::Type),
     ("enum_declaration", Kind::Enum),
     ("internal_module", Kind::Namespace),
     ("module", Kind::Namespace),

@@ -208,7 +208,9 @@ pub fn features<'a, K: std::hash::Hash + Eq + Copy>(
                     k,
                     ChunkKind::Function | ChunkKind::Method | ChunkKind::Macro
                 )),
-                flag(k.is_container()),
+                // A type declares a shape as a struct or an interface does (and Rust's and
+                // Go's were structs when the weights were fitted).
+                flag(k.is_container() || k == ChunkKind::Type),
                 flag(rank::is_wide(k)),
                 flag(k == ChunkKind::Code),
                 flag(matches!(
