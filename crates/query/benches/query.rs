@@ -169,7 +169,7 @@ fn run_one(g: &Generation, q: &Query, mode: Mode) -> usize {
         &trawl_core::config::QueryConfig::default(),
     )
     .expect("search");
-    search::finish(g, &ranked.candidates, 10, false, &Access::all()).len()
+    search::finish(g, &ranked.candidates, 10, false, &Access::all(), &req.query).len()
 }
 
 fn percentile(sorted: &[f64], p: f64) -> f64 {

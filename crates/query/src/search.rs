@@ -1080,6 +1080,110 @@ pub fn hit(d: &DocRow, score: f64) -> Hit {
     }
 }
 
+/// The lines of module code `d` that declare its member named `key` (normalised, as the
+/// symbol map files it: `all_levels`, `level.debug`), as a citation of kind `constant`: the
+/// declaration from its first line until its brackets close, with the comment or attribute
+/// lines right above it. `None` when `d` is no module code, declares no such member, or its
+/// text does not map line for line onto its span.
+pub fn cite_member(d: &DocRow, key: &str) -> Option<Cited> {
+    if d.kind != ChunkKind::Code {
+        return None;
+    }
+    let member = d.members.iter().find(|m| {
+        let m = normalize_symbol(m);
+        m == key || m.rsplit('.').next() == Some(key)
+    })?;
+    let name = member.rsplit(['.', ':']).next().unwrap_or(member);
+    let lines: Vec<&str> = d.text.lines().collect();
+    if lines.len() != (d.end_line + 1).checked_sub(d.start_line)? as usize {
+        return None;
+    }
+    let first = lines.iter().position(|l| declares(l, name))?;
+    // The statement ends where its brackets close and no string spans the line end (a Go
+    // or JavaScript template in backquotes, a Python triple-quoted string).
+    let (mut depth, mut open_strings) = (0i64, [false; 2]);
+    let mut last = first;
+    for (i, l) in lines.iter().enumerate().skip(first) {
+        depth += l.matches(['(', '[', '{']).count() as i64;
+        depth -= l.matches([')', ']', '}']).count() as i64;
+        for (open, delim) in open_strings.iter_mut().zip(["`", "\"\"\""]) {
+            *open ^= l.matches(delim).count() % 2 == 1;
+        }
+        last = i;
+        if depth <= 0 && open_strings == [false; 2] {
+            break;
+        }
+    }
+    let lead = lines[..first]
+        .iter()
+        .rev()
+        .take_while(|l| {
+            let t = l.trim_start();
+            ["//", "#", "/*", "*", "--"]
+                .iter()
+                .any(|p| t.starts_with(p))
+        })
+        .count();
+    let from = first - lead;
+    // A Go `const (` group's closing parenthesis is not the constant's.
+    let last = if depth < 0 && last > first {
+        last - 1
+    } else {
+        last
+    };
+    Some(Cited {
+        start_line: d.start_line + from as u32,
+        end_line: d.start_line + last as u32,
+        symbol: Some(member.clone()),
+        kind: ChunkKind::Constant.to_string(),
+        text: lines[from..=last].join("\n"),
+        ..cited(d, String::new())
+    })
+}
+
+/// Whether `line` declares `name`: only declaration words come before it (`pub const`,
+/// `export const`, `static`, `var`, Go's bare name in a `const (` group, Python's
+/// assignment), and an `=`, `:` or type follows it, or nothing (Go's `iota` rows).
+fn declares(line: &str, name: &str) -> bool {
+    const WORDS: &[&str] = &[
+        "pub",
+        "const",
+        "static",
+        "mut",
+        "var",
+        "let",
+        "export",
+        "final",
+        "public",
+        "private",
+        "protected",
+        "readonly",
+        "internal",
+        "define",
+        "#define",
+    ];
+    let t = line.trim_start();
+    let Some(at) = t.find(name) else {
+        return false;
+    };
+    let before = &t[..at];
+    let after = &t[at + name.len()..];
+    let whole = !after.starts_with(|c: char| c.is_alphanumeric() || c == '_')
+        && !before.ends_with(|c: char| c.is_alphanumeric() || c == '_' || c == '.');
+    whole
+        && before
+            .split_whitespace()
+            .all(|w| WORDS.contains(&w) || (w.starts_with("pub(") && w.ends_with(')')))
+        && {
+            let a = after.trim_start();
+            a.is_empty()
+                || a.starts_with(['=', ':', ','])
+                || a.chars()
+                    .next()
+                    .is_some_and(|c| c.is_alphanumeric() || "[*(".contains(c))
+        }
+}
+
 /// How `b` relates to an accepted result `a` of the same file, if they share lines.
 fn overlap(a: &DocRow, b: &DocRow) -> Option<&'static str> {
     // A table of contents covers everything, and commit messages have no place in a file.
@@ -1104,14 +1208,19 @@ fn overlap(a: &DocRow, b: &DocRow) -> Option<&'static str> {
 /// The top `k` results of a ranking: overlapping hits collapse into the better-ranked one
 /// (shown as its context), and with `expand` each result carries its parent, siblings and
 /// callees — only those the caller may see.
+///
+/// `query` is what was asked: when it names a constant (`ALL_LEVELS`, `Level.DEBUG`), a
+/// module-code result that declares it cites the constant's own lines ([`cite_member`]).
 pub fn finish(
     generation: &Generation,
     ranked: &[Candidate],
     k: usize,
     expand: bool,
     access: &Access,
+    query: &str,
 ) -> Vec<Hit> {
     let doc = |s: u32, o: u32| &generation.segments[s as usize].docs[o as usize];
+    let named = (!query.trim().contains(char::is_whitespace)).then(|| normalize_symbol(query));
     let mut accepted: Vec<(u32, u32, Hit)> = Vec::new();
     for &(s, o, score) in ranked {
         let d = doc(s, o);
@@ -1124,7 +1233,14 @@ pub fn finish(
         if accepted.len() >= k {
             break;
         }
-        accepted.push((s, o, hit(d, score)));
+        let mut h = hit(d, score);
+        if let Some(key) = &named
+            && let Some(member) = cite_member(d, key)
+        {
+            h.context.push(context("container", d));
+            h.chunk = member;
+        }
+        accepted.push((s, o, h));
     }
     // Collapsed hits as context of the result they overlap (a second pass keeps the borrow
     // of `accepted` simple).

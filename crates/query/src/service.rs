@@ -517,7 +517,7 @@ impl Searcher {
             search_s += t2.elapsed().as_secs_f64();
         }
         let t3 = Instant::now();
-        let results = search::finish(&g, &candidates, k, req.expand, &access);
+        let results = search::finish(&g, &candidates, k, req.expand, &access, &req.query);
         search_s += t3.elapsed().as_secs_f64();
         self.metrics.search_seconds.observe(search_s);
         self.metrics.searches.inc();

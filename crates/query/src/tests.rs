@@ -14,7 +14,7 @@ use crate::QueryError;
 use crate::access::Access;
 use crate::index::Generation;
 use crate::rank;
-use crate::request::{Mode, SearchRequest};
+use crate::request::{Hit, Mode, SearchRequest};
 use crate::search::{self, Filter};
 
 const DIMS: usize = 32;
@@ -258,7 +258,7 @@ async fn filters_and_access_apply_inside_the_vector_arm_before_top_k() {
     // still gets 10 hits, all even.
     let even_only = Access::repos("t", &["github.com/a/*".into()]).unwrap();
     let hits = vector_search(&g, &unit(3), &req, &even_only);
-    let hits: Vec<_> = search::finish(&g, &hits, 10, false, &even_only);
+    let hits: Vec<_> = search::finish(&g, &hits, 10, false, &even_only, "");
     assert_eq!(hits.len(), 10);
     assert!(hits.iter().all(|h| h.repo == "github.com/a/even"));
     // Unfiltered, doc 3 is its own best hit.
@@ -274,7 +274,7 @@ async fn filters_and_access_apply_inside_the_vector_arm_before_top_k() {
     let mut by_path = req.clone();
     by_path.path = vec!["src/m1*".into()];
     let hits = vector_search(&g, &unit(3), &by_path, &Access::all());
-    let hits = search::finish(&g, &hits, 10, false, &Access::all());
+    let hits = search::finish(&g, &hits, 10, false, &Access::all(), "");
     assert_eq!(hits.len(), 10);
     assert!(hits.iter().all(|h| h.path.starts_with("src/m1")));
 }
@@ -311,13 +311,8 @@ fn top_paths(g: &Generation, query: &str, params: &QueryConfig) -> Vec<(String, 
     top_paths_in(g, query, params, Mode::Lexical)
 }
 
-/// The first five results' places for `query` searched in `mode` (no query vector).
-fn top_paths_in(
-    g: &Generation,
-    query: &str,
-    params: &QueryConfig,
-    mode: Mode,
-) -> Vec<(String, u32, u32)> {
+/// The first five results for `query` searched in `mode` (no query vector).
+fn top_hits_in(g: &Generation, query: &str, params: &QueryConfig, mode: Mode) -> Vec<Hit> {
     let mut req = SearchRequest::new(query);
     req.mode = mode;
     let ranked = search::candidates(
@@ -329,7 +324,17 @@ fn top_paths_in(
         params,
     )
     .unwrap();
-    search::finish(g, &ranked.candidates, 5, false, &Access::all())
+    search::finish(g, &ranked.candidates, 5, false, &Access::all(), query)
+}
+
+/// The first five results' places for `query` searched in `mode` (no query vector).
+fn top_paths_in(
+    g: &Generation,
+    query: &str,
+    params: &QueryConfig,
+    mode: Mode,
+) -> Vec<(String, u32, u32)> {
+    top_hits_in(g, query, params, mode)
         .into_iter()
         .map(|h| (h.chunk.path, h.chunk.start_line, h.chunk.end_line))
         .collect()
@@ -568,7 +573,7 @@ async fn a_name_written_with_its_case_finds_that_definition_before_its_namesake(
             &QueryConfig::default(),
         )
         .unwrap();
-        search::finish(&g, &ranked.candidates, 5, false, &Access::all())
+        search::finish(&g, &ranked.candidates, 5, false, &Access::all(), "")
             .first()
             .map(|h| h.chunk.start_line)
     };
@@ -584,14 +589,102 @@ async fn a_name_written_with_its_case_finds_that_definition_before_its_namesake(
     );
 }
 
+/// Module code at lines 10.. with `text` and `members`: what [`search::cite_member`] reads.
+fn module_code(path: &str, text: &str, members: &[&str]) -> trawl_index::docs::DocRow {
+    let n = text.lines().count() as u32;
+    let mut d = doc_at(path, "module_code", "", text, (10, 9 + n)).doc;
+    d.symbol = None;
+    d.qualified_name = None;
+    d.members = members.iter().map(|m| (*m).to_owned()).collect();
+    d
+}
+
+#[test]
+fn a_constant_found_by_name_cites_its_own_lines() {
+    // (path, text at line 10, members, the name asked, the lines cited)
+    type Case<'a> = (&'a str, &'a str, &'a [&'a str], &'a str, (u32, u32));
+    let cases: &[Case] = &[
+        (
+            "log.go",
+            "import \"fmt\"\n\nconst (\n\t// PanicLevel is the highest.\n\tPanicLevel Level = iota\n\tFatalLevel\n)\n\n// AllLevels exposing all levels.\nvar AllLevels = []Level{\n\tPanicLevel,\n\tFatalLevel,\n}\n\nvar x = 1",
+            &["PanicLevel", "FatalLevel", "AllLevels"],
+            "alllevels",
+            (18, 22),
+        ),
+        (
+            "log.go",
+            "const (\n\t// PanicLevel is the highest.\n\tPanicLevel Level = iota\n\tFatalLevel\n)",
+            &["PanicLevel", "FatalLevel"],
+            "fatallevel",
+            (13, 13),
+        ),
+        (
+            "log.go",
+            "const (\n\t// PanicLevel is the highest.\n\tPanicLevel Level = iota\n\tFatalLevel\n)",
+            &["PanicLevel", "FatalLevel"],
+            "paniclevel",
+            (11, 12),
+        ),
+        (
+            "src/logger.rs",
+            "use std::io;\n\n/// The default variable.\n#[doc(alias = \"env\")]\npub(crate) const DEFAULT_FILTER_ENV: &str = \"RUST_LOG\";\nstatic COUNT: AtomicUsize = AtomicUsize::new(0);",
+            &["DEFAULT_FILTER_ENV", "COUNT"],
+            "default_filter_env",
+            (12, 14),
+        ),
+        (
+            "click/_utils.py",
+            "import enum\n\n# Sentinel for a flag.\nFLAG_NEEDS_VALUE = object()\nHELP = \"\"\"Show this\nmessage (and exit).\n\"\"\"\nUNSET = None",
+            &["FLAG_NEEDS_VALUE", "HELP", "UNSET"],
+            "help",
+            (14, 16),
+        ),
+        (
+            "lib/codes.js",
+            "'use strict';\nexport const STATUS_CODES = {\n  200: 'OK',\n  404: 'Not Found',\n};\nconst MAX_AGE = 60;",
+            &["STATUS_CODES", "MAX_AGE"],
+            "status_codes",
+            (11, 14),
+        ),
+    ];
+    for (path, text, members, key, lines) in cases {
+        let d = module_code(path, text, members);
+        let c = search::cite_member(&d, key).unwrap_or_else(|| panic!("{path}: {key}"));
+        assert_eq!(
+            (c.start_line, c.end_line),
+            *lines,
+            "{path}: {key}\n{}",
+            c.text
+        );
+        assert_eq!(c.kind, "constant");
+        let want: Vec<&str> = text.lines().collect();
+        assert_eq!(
+            c.text,
+            want[(lines.0 - 10) as usize..=(lines.1 - 10) as usize].join("\n")
+        );
+    }
+    // A name it does not declare, a name that is only used, and text that does not map
+    // line for line onto the span: the whole chunk stays the citation.
+    let d = module_code("a.py", "LIMIT = 10\nprint(LIMIT)", &["LIMIT"]);
+    assert!(search::cite_member(&d, "other").is_none());
+    let d = module_code("a.py", "print(LIMIT)\nLIMIT = 10", &["LIMIT"]);
+    assert_eq!(
+        search::cite_member(&d, "limit").map(|c| (c.start_line, c.end_line)),
+        Some((11, 11))
+    );
+    let mut d = module_code("a.py", "LIMIT = 10", &["LIMIT"]);
+    d.end_line = 30;
+    assert!(search::cite_member(&d, "limit").is_none());
+}
+
 #[tokio::test]
 async fn a_constant_named_alone_finds_the_module_code_that_declares_it() {
     let mut consts = doc_at(
         "logrus.go",
         "module_code",
         "",
-        "// AllLevels exposing all logging levels.\nvar AllLevels = []Level{\n\tPanicLevel,\n\tFatalLevel,\n}",
-        (30, 35),
+        "import \"fmt\"\n\n// AllLevels exposing all logging levels.\nvar AllLevels = []Level{\n\tPanicLevel,\n\tFatalLevel,\n}",
+        (28, 34),
     );
     consts.doc.symbol = None;
     consts.doc.qualified_name = None;
@@ -614,11 +707,27 @@ async fn a_constant_named_alone_finds_the_module_code_that_declares_it() {
         ),
     ])
     .await;
+    // Found by its name, the constant is cited at its own lines, in the module code it
+    // sits in.
     let top = top_paths_in(&g, "AllLevels", &QueryConfig::default(), Mode::Hybrid);
     assert_eq!(
         top.first(),
-        Some(&("logrus.go".to_owned(), 30, 35)),
+        Some(&("logrus.go".to_owned(), 30, 34)),
         "{top:?}"
+    );
+    let first = &top_hits_in(&g, "AllLevels", &QueryConfig::default(), Mode::Hybrid)[0];
+    assert_eq!(
+        (first.chunk.kind.as_str(), first.chunk.symbol.as_deref()),
+        ("constant", Some("AllLevels"))
+    );
+    assert!(first.chunk.text.starts_with("// AllLevels exposing"));
+    assert_eq!(
+        first
+            .context
+            .iter()
+            .map(|c| (c.relation.as_str(), c.chunk.start_line, c.chunk.end_line))
+            .collect::<Vec<_>>(),
+        [("container", 28, 34)]
     );
     // `--kind constant` keeps the module code that declares one, and nothing else.
     for (kinds, want) in [
@@ -634,10 +743,11 @@ async fn a_constant_named_alone_finds_the_module_code_that_declares_it() {
         let filter = Filter::new(&req, Access::all()).unwrap();
         let ranked =
             search::candidates(&g, &req, 5, filter, None, &QueryConfig::default()).unwrap();
-        let mut got: Vec<String> = search::finish(&g, &ranked.candidates, 5, false, &Access::all())
-            .into_iter()
-            .map(|h| h.chunk.path)
-            .collect();
+        let mut got: Vec<String> =
+            search::finish(&g, &ranked.candidates, 5, false, &Access::all(), "")
+                .into_iter()
+                .map(|h| h.chunk.path)
+                .collect();
         got.sort();
         let mut want: Vec<String> = want.into_iter().map(str::to_owned).collect();
         want.sort();
@@ -921,7 +1031,7 @@ async fn the_learned_ranking_reorders_a_questions_candidates_and_leaves_other_qu
         .unwrap()
     };
     let paths = |r: &search::Ranked| -> Vec<String> {
-        search::finish(&g, &r.candidates, 5, false, &Access::all())
+        search::finish(&g, &r.candidates, 5, false, &Access::all(), "")
             .into_iter()
             .map(|h| h.chunk.path)
             .collect()
@@ -1011,7 +1121,7 @@ async fn a_longer_page_begins_with_the_shorter_pages_answers() {
                 &params,
             )
             .unwrap();
-            search::finish(&g, &ranked.candidates, k, false, &Access::all())
+            search::finish(&g, &ranked.candidates, k, false, &Access::all(), "")
                 .into_iter()
                 .map(|h| h.chunk.path)
                 .collect()
