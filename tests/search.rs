@@ -206,6 +206,17 @@ fn index_then_search_cites_definitions_filters_expands_and_reindexes_incremental
     let rust = search_json(work.path(), &["connection pool", "--lang", "rust"]);
     assert!(!rust.is_empty());
     assert!(rust.iter().all(|h| h["path"] == "db/pool.rs"));
+    // A language written as its extension, or misspelt, is refused with the name to use,
+    // not answered with nothing.
+    let out = trawl(work.path())
+        .args(["search", "connection pool", "--lang", "rs"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success() && err.contains("did you mean \"rust\""),
+        "{err}"
+    );
     let db = search_json(work.path(), &["retry", "--path", "db"]);
     assert!(
         db.iter()

@@ -25,7 +25,9 @@ pub struct Args {
     #[arg(long)]
     repo: Vec<String>,
 
-    /// Only these languages (`python`, `rust`, …). Repeatable.
+    /// Only these languages (`python`, `rust`, `typescript`, …). Repeatable; a language the
+    /// index holds no chunk of (`pyhton`, or an extension such as `py`) is an error that
+    /// offers the nearest name and lists the index's languages.
     #[arg(long)]
     lang: Vec<String>,
 

@@ -52,6 +52,11 @@ impl Access {
         })
     }
 
+    /// Whether the caller may see every repository.
+    pub fn allows_all(&self) -> bool {
+        self.patterns.is_none()
+    }
+
     /// Whether the caller may see `repo`.
     pub fn allows(&self, repo: &str) -> bool {
         self.patterns.as_ref().is_none_or(|g| g.is_match(repo))

@@ -33,6 +33,8 @@ pub struct Segment {
     pub reader: tantivy::IndexReader,
     /// Lowercased symbols and qualified names → ords of definitions.
     pub symbols: HashMap<String, Vec<u32>>,
+    /// The languages of its docs, from the text index's terms (tombstoned docs' included).
+    pub languages: Vec<String>,
 }
 
 impl std::fmt::Debug for Segment {
@@ -178,6 +180,19 @@ impl Generation {
                 out.push(c.doc);
             }
         }
+        out
+    }
+
+    /// The languages its docs are in, sorted, each once (commit messages have none).
+    pub fn languages(&self) -> Vec<&str> {
+        let mut out: Vec<&str> = self
+            .segments
+            .iter()
+            .flat_map(|s| s.languages.iter().map(String::as_str))
+            .filter(|l| !l.is_empty())
+            .collect();
+        out.sort_unstable();
+        out.dedup();
         out
     }
 
@@ -395,6 +410,22 @@ async fn download(store: &Store, root: &Path, seg: &SegmentEntry) -> Result<u64,
     Ok(bytes)
 }
 
+/// Every term of a raw (`STRING`) field of the text index: a short list for a field such as
+/// `language`, read from the term dictionaries without touching a document.
+fn terms_of(reader: &tantivy::IndexReader, field: &str) -> tantivy::Result<Vec<String>> {
+    let searcher = reader.searcher();
+    let field = searcher.schema().get_field(field)?;
+    let mut out = std::collections::BTreeSet::new();
+    for seg in searcher.segment_readers() {
+        let inverted = seg.inverted_index(field)?;
+        let mut terms = inverted.terms().stream()?;
+        while terms.advance() {
+            out.insert(String::from_utf8_lossy(terms.key()).into_owned());
+        }
+    }
+    Ok(out.into_iter().collect())
+}
+
 fn open_segment(
     root: &Path,
     seg: &SegmentEntry,
@@ -422,6 +453,7 @@ fn open_segment(
         .reload_policy(tantivy::ReloadPolicy::Manual)
         .try_into()
         .map_err(|e| idx(format!("text index: {e}")))?;
+    let languages = terms_of(&reader, "language").map_err(|e| idx(format!("text index: {e}")))?;
     let mut repos: Vec<String> = Vec::new();
     let mut repo_ix: HashMap<&str, u32> = HashMap::new();
     let mut repo_of = Vec::with_capacity(docs.len());
@@ -476,6 +508,7 @@ fn open_segment(
             text,
             reader,
             symbols,
+            languages,
         },
         linked,
     ))

@@ -71,6 +71,39 @@ impl Filter {
         })
     }
 
+    /// Refuses a `lang` filter that names no language of `generation`'s docs (`pyhton`, or a
+    /// file extension such as `py`): the search would find nothing and say nothing. The
+    /// error offers the nearest name; it lists the index's languages only to a caller who
+    /// may see every repository.
+    pub fn check_languages(&self, generation: &Generation) -> Result<(), QueryError> {
+        if self.lang.is_empty() {
+            return Ok(());
+        }
+        let known = generation.languages();
+        let Some(bad) = self.lang.iter().find(|l| !known.contains(&l.as_str())) else {
+            return Ok(());
+        };
+        // A file extension names its language (`py` → python); else the nearest spelling.
+        let by_extension =
+            trawl_core::language::detect(&format!("x.{bad}"), b"").filter(|k| known.contains(k));
+        let nearest = by_extension.or_else(|| {
+            known
+                .iter()
+                .map(|k| (strsim::damerau_levenshtein(bad, k), *k))
+                .filter(|&(d, _)| d <= 1.max(bad.len() / 3))
+                .min()
+                .map(|(_, k)| k)
+        });
+        let mut msg = format!("no chunk of the index is in language {bad:?}");
+        if let Some(k) = nearest {
+            msg.push_str(&format!(": did you mean {k:?}?"));
+        }
+        if self.access.allows_all() {
+            msg.push_str(&format!(" (the index holds {})", known.join(", ")));
+        }
+        Err(QueryError::BadRequest(msg))
+    }
+
     fn repo_ok(&self, repo: &str) -> bool {
         self.access.allows(repo) && self.repo.as_ref().is_none_or(|g| g.is_match(repo))
     }

@@ -498,6 +498,7 @@ impl Searcher {
         let k = req.validate(self.max_k, self.max_query_bytes)?;
         let filter = Filter::new(req, access.clone())?;
         let g = self.generation().ok_or(QueryError::NoIndex)?;
+        filter.check_languages(&g)?;
         let (ranked, mut notes, embed_s, t1) = self.ranked(&g, req, k, filter, params).await?;
         notes.extend(ranked.notes);
         let mut candidates = ranked.candidates;
@@ -594,6 +595,7 @@ impl Searcher {
         let k = req.validate(self.max_k, self.max_query_bytes)?;
         let filter = Filter::new(req, access)?;
         let g = self.generation().ok_or(QueryError::NoIndex)?;
+        filter.check_languages(&g)?;
         let (ranked, ..) = self.ranked(&g, req, k, filter, params).await?;
         Ok(ranked
             .pool

@@ -768,6 +768,50 @@ fn a_misspelt_kind_is_refused_with_the_kinds_there_are() {
     );
 }
 
+#[tokio::test]
+async fn a_language_the_index_does_not_hold_is_refused_with_the_nearest_name() {
+    let mut go = doc_at("store.go", "function", "Get", "func Get() {}", (1, 1));
+    go.doc.language = "go".into();
+    let (g, _cache) = generation_of(vec![
+        doc_at("a.py", "function", "get", "def get():\n    pass", (1, 2)),
+        go,
+    ])
+    .await;
+    assert_eq!(g.languages(), ["go", "python"]);
+    let check = |langs: &[&str], access: Access| {
+        let mut req = SearchRequest::new("get");
+        req.lang = langs.iter().map(|l| (*l).to_owned()).collect();
+        Filter::new(&req, access).unwrap().check_languages(&g)
+    };
+    // The languages it holds pass, in any letter case.
+    check(&[], Access::all()).unwrap();
+    check(&["Python", "go"], Access::all()).unwrap();
+    for (lang, hint) in [
+        ("pyhton", Some("python")),
+        ("py", Some("python")),
+        ("golang", None),
+        ("rust", None),
+    ] {
+        let err = check(&["go", lang], Access::all()).unwrap_err();
+        assert!(matches!(err, QueryError::BadRequest(_)), "{err:?}");
+        let msg = err.to_string();
+        assert!(msg.contains(&format!("{lang:?}")), "{msg}");
+        assert_eq!(
+            msg.contains("did you mean"),
+            hint.is_some(),
+            "{lang}: {msg}"
+        );
+        if let Some(h) = hint {
+            assert!(msg.contains(&format!("did you mean {h:?}")), "{msg}");
+        }
+        assert!(msg.contains("the index holds go, python"), "{msg}");
+    }
+    // A caller who may see some repositories only is not told what the others are written in.
+    let some = Access::repos("team", &["github.com/other/*".into()]).unwrap();
+    let msg = check(&["cobol"], some).unwrap_err().to_string();
+    assert!(!msg.contains("the index holds"), "{msg}");
+}
+
 #[test]
 fn an_impl_counts_as_a_definition_of_its_members_not_of_its_type() {
     let mut small_impl = doc_at(
