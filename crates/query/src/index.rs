@@ -98,6 +98,150 @@ pub fn spell_symbol(s: &str) -> String {
     s.replace("::", ".").replace("->", ".").replace('#', ".")
 }
 
+/// A query that names one definition: the name as written (`Walker::run`, `ExecuteC`), and
+/// the kinds its declaration keyword asks for, if it was written with one.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Named {
+    pub name: String,
+    pub kinds: &'static [ChunkKind],
+}
+
+/// The kinds a declaration keyword declares (`class`, `def`, `fn`, `func`, `struct`, …).
+fn declared_kinds(keyword: &str) -> Option<&'static [ChunkKind]> {
+    use ChunkKind as K;
+    Some(match keyword {
+        "def" | "fn" | "func" | "function" | "fun" | "sub" | "proc" => &[K::Function, K::Method],
+        "class" => &[K::Class],
+        "struct" | "union" => &[K::Struct],
+        "enum" => &[K::Enum],
+        "interface" | "protocol" => &[K::Interface],
+        "trait" => &[K::Trait],
+        "impl" => &[K::Impl],
+        "type" | "typedef" => &[K::Type, K::Struct, K::Interface],
+        "mod" | "module" => &[K::Module],
+        "namespace" | "package" => &[K::Namespace, K::Module],
+        "macro_rules!" | "macro" => &[K::Macro],
+        "const" | "static" | "var" | "let" => &[K::Constant],
+        _ => return None,
+    })
+}
+
+/// The definition a query names, if it names one: one word (`ExecuteC`, `Walker::run`,
+/// `(*Command).ExecuteC`), or a declaration as code writes it — modifiers, a keyword and the
+/// name (`class Context`, `pub fn parse_spec`, `export function suggestSimilar`, `impl
+/// Builder`), with what follows the name left out (`def get(self, key)`, `fn run() {`), and a
+/// Go method with its receiver (`func (c *Command) ExecuteC`, named `(*Command).ExecuteC`).
+pub fn named_definition(query: &str) -> Option<Named> {
+    const MODIFIERS: &[&str] = &[
+        "pub",
+        "async",
+        "export",
+        "default",
+        "static",
+        "abstract",
+        "public",
+        "private",
+        "protected",
+        "internal",
+        "final",
+        "unsafe",
+        "extern",
+        "declare",
+        "override",
+        "inline",
+        "virtual",
+        "const",
+    ];
+    let q = query.trim();
+    if q.is_empty() {
+        return None;
+    }
+    if !q.contains(char::is_whitespace) {
+        return Some(Named {
+            name: q.to_owned(),
+            kinds: &[],
+        });
+    }
+    let words: Vec<&str> = q.split_whitespace().collect();
+    // The keyword is the last word before the name that declares something; what comes
+    // before it must be modifiers (`pub`, `pub(crate)`, `export default`).
+    let at = words.iter().position(|w| declared_kinds(w).is_some())?;
+    let modifier = |w: &&str| MODIFIERS.contains(w) || (w.starts_with("pub(") && w.ends_with(')'));
+    if !words[..at].iter().all(modifier) {
+        return None;
+    }
+    let mut keyword = words[at];
+    let mut rest = &words[at + 1..];
+    // `pub const fn`, `export async function`, `static def`: the last keyword counts.
+    while let Some((w, more)) = rest.split_first() {
+        if declared_kinds(w).is_some() && !more.is_empty() {
+            keyword = w;
+            rest = more;
+        } else if modifier(w) && !more.is_empty() {
+            rest = more;
+        } else {
+            break;
+        }
+    }
+    let kinds = declared_kinds(keyword)?;
+    // A Go receiver: `(c *Command)` or `(Command)` before the name.
+    let mut receiver = None;
+    if keyword == "func"
+        && rest.first().is_some_and(|w| w.starts_with('('))
+        && let Some(close) = rest.iter().position(|w| w.ends_with(')'))
+    {
+        let inside = rest[..=close].join(" ");
+        let ty = inside
+            .trim_matches(['(', ')'])
+            .split_whitespace()
+            .last()
+            .map(|t| t.trim_start_matches('*').to_owned());
+        receiver = ty;
+        rest = &rest[close + 1..];
+    }
+    let first = *rest.first()?;
+    // The name ends where its parameters, generics, body or annotation begin.
+    let end = first
+        .find(['(', '<', '{', ':', '[', '=', ';'])
+        .unwrap_or(first.len());
+    let name = &first[..end];
+    if name.is_empty()
+        || !name
+            .chars()
+            .all(|c| c.is_alphanumeric() || matches!(c, '_' | '$' | '.' | ':'))
+    {
+        return None;
+    }
+    // What follows the name is its signature (`(self, key)`, `= string`, `{`, `extends
+    // Base`); a word there makes the query a sentence, not a declaration.
+    let after = &rest[1..];
+    let signature = end < first.len()
+        || after.first().is_none_or(|w| {
+            !w.starts_with(char::is_alphabetic)
+                || matches!(*w, "extends" | "implements" | "where")
+                || (*w == "for" && keyword == "impl")
+        });
+    if !signature {
+        return None;
+    }
+    // `impl Display for Walker` is named as the chunker names it.
+    if keyword == "impl"
+        && after.first() == Some(&"for")
+        && let Some(ty) = after.get(1)
+    {
+        let ty = &ty[..ty.find(['<', '{']).unwrap_or(ty.len())];
+        return Some(Named {
+            name: format!("{name} for {ty}"),
+            kinds,
+        });
+    }
+    let name = match receiver {
+        Some(ty) if !ty.is_empty() => format!("{ty}.{name}"),
+        _ => name.to_owned(),
+    };
+    Some(Named { name, kinds })
+}
+
 /// Kinds that are definitions (an exact symbol match ranks them first).
 pub fn is_definition(kind: ChunkKind) -> bool {
     !matches!(
@@ -559,3 +703,96 @@ pub fn prune_cache(cache: &Path, keep: &[&Generation]) -> usize {
 
 /// Shared handle of an open generation.
 pub type Shared = Arc<Generation>;
+
+#[cfg(test)]
+mod tests {
+    use super::{ChunkKind as K, Named, named_definition};
+
+    fn named(name: &str, kinds: &'static [K]) -> Named {
+        Named {
+            name: name.to_owned(),
+            kinds,
+        }
+    }
+
+    #[test]
+    fn a_declaration_as_code_writes_it_names_its_definition() {
+        let f: &[K] = &[K::Function, K::Method];
+        for (query, want) in [
+            ("ExecuteC", Some(named("ExecuteC", &[]))),
+            ("  Walker::run ", Some(named("Walker::run", &[]))),
+            ("class Context", Some(named("Context", &[K::Class]))),
+            (
+                "class Context(object):",
+                Some(named("Context", &[K::Class])),
+            ),
+            (
+                "class Router extends Base",
+                Some(named("Router", &[K::Class])),
+            ),
+            ("def get(self, key)", Some(named("get", f))),
+            ("async def fetch(url):", Some(named("fetch", f))),
+            ("pub fn parse_spec", Some(named("parse_spec", f))),
+            ("pub(crate) const fn new() -> Self {", Some(named("new", f))),
+            (
+                "export default function suggestSimilar(word, candidates) {",
+                Some(named("suggestSimilar", f)),
+            ),
+            (
+                "func (c *Command) ExecuteC() (cmd *Command, err error)",
+                Some(named("Command.ExecuteC", f)),
+            ),
+            (
+                "func (Level) String() string",
+                Some(named("Level.String", f)),
+            ),
+            ("func NewRouter() *Mux", Some(named("NewRouter", f))),
+            ("struct Builder {", Some(named("Builder", &[K::Struct]))),
+            (
+                "pub struct Builder<W: Write>",
+                Some(named("Builder", &[K::Struct])),
+            ),
+            ("impl Builder", Some(named("Builder", &[K::Impl]))),
+            (
+                "impl Default for Builder",
+                Some(named("Default for Builder", &[K::Impl])),
+            ),
+            ("interface Options", Some(named("Options", &[K::Interface]))),
+            (
+                "type RetryOptions = {",
+                Some(named("RetryOptions", &[K::Type, K::Struct, K::Interface])),
+            ),
+            (
+                "const DEFAULT_FILTER_ENV: &str",
+                Some(named("DEFAULT_FILTER_ENV", &[K::Constant])),
+            ),
+            ("macro_rules! cfg_net", Some(named("cfg_net", &[K::Macro]))),
+            // Questions and sentences are not declarations.
+            ("how does the parser handle --", None),
+            ("function that parses dates", None),
+            ("type hints for callbacks", None),
+            ("class names in the output", None),
+            ("where is Context created", None),
+            // One word is a name, whatever it is; nothing is none.
+            ("impl", Some(named("impl", &[]))),
+            ("", None),
+            ("def ", Some(named("def", &[]))),
+            ("pub fn", None),
+        ] {
+            assert_eq!(named_definition(query), want, "{query:?}");
+        }
+    }
+
+    proptest::proptest! {
+        /// Any query is read without a panic; a declaration's name is one of its words (or a
+        /// receiver's type and a word), never empty.
+        #[test]
+        fn any_query_is_read_and_a_name_is_in_it(q in "[ -~]{0,60}") {
+            if let Some(n) = named_definition(&q) {
+                proptest::prop_assert!(!n.name.is_empty());
+                let last = n.name.rsplit(['.', ' ']).next().unwrap();
+                proptest::prop_assert!(q.contains(last), "{:?} from {:?}", n.name, q);
+            }
+        }
+    }
+}

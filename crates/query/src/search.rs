@@ -18,7 +18,9 @@ use trawl_index::docs::DocRow;
 
 use crate::QueryError;
 use crate::access::{Access, globset};
-use crate::index::{Generation, Segment, is_definition, normalize_symbol, spell_symbol};
+use crate::index::{
+    Generation, Segment, is_definition, named_definition, normalize_symbol, spell_symbol,
+};
 use crate::learned;
 use crate::rank::{self, Intent};
 use crate::request::{Cited, Context, Hit, Mode, SearchRequest};
@@ -468,8 +470,10 @@ fn ranked_at(
     // A query that names a definition (symbol or qualified name) ranks it first; one that
     // names it through another owner (`ctx.throw` for `proto.throw`, `app.listen` for
     // `Application.listen`) ranks the few definitions of that member name next.
-    if mode == Mode::Hybrid && !req.query.trim().contains(char::is_whitespace) {
-        let key = normalize_symbol(&req.query);
+    if mode == Mode::Hybrid
+        && let Some(named) = named_definition(&req.query)
+    {
+        let key = normalize_symbol(&named.name);
         let mut defs = definitions(&key);
         let mut boost = EXACT_SYMBOL;
         if defs.is_empty()
@@ -481,7 +485,7 @@ fn ranked_at(
                 boost = MEMBER_SYMBOL;
             }
         }
-        let written = spell_symbol(&req.query);
+        let written = spell_symbol(&named.name);
         for k in defs {
             let d = doc(k);
             let case = if same_case(d, &written) {
@@ -489,7 +493,16 @@ fn ranked_at(
             } else {
                 0.0
             };
-            *fused.entry(k).or_default() += boost + definition_first(d, &key) + case;
+            // Written with its keyword (`impl Builder`, `struct Builder`), the definition of
+            // that kind comes first; else a type's definition before its impl blocks.
+            let first = if named.kinds.is_empty() {
+                definition_first(d, &key)
+            } else if named.kinds.iter().any(|&kind| is_of_kind(d, kind)) {
+                DEFINITION_FIRST
+            } else {
+                0.0
+            };
+            *fused.entry(k).or_default() += boost + first + case;
         }
     }
     // "Who calls X?": the callers of X's definitions, resolved by the compactor's call graph,
@@ -1242,7 +1255,7 @@ fn overlap(a: &DocRow, b: &DocRow) -> Option<&'static str> {
 /// (shown as its context), and with `expand` each result carries its parent, siblings and
 /// callees — only those the caller may see.
 ///
-/// `query` is what was asked: when it names a constant (`ALL_LEVELS`, `Level.DEBUG`), a
+/// `query` is what was asked: when it names a constant (`ALL_LEVELS`, `const MAX_AGE`), a
 /// module-code result that declares it cites the constant's own lines ([`cite_member`]).
 pub fn finish(
     generation: &Generation,
@@ -1253,7 +1266,7 @@ pub fn finish(
     query: &str,
 ) -> Vec<Hit> {
     let doc = |s: u32, o: u32| &generation.segments[s as usize].docs[o as usize];
-    let named = (!query.trim().contains(char::is_whitespace)).then(|| normalize_symbol(query));
+    let named = named_definition(query).map(|n| normalize_symbol(&n.name));
     let mut accepted: Vec<(u32, u32, Hit)> = Vec::new();
     for &(s, o, score) in ranked {
         let d = doc(s, o);

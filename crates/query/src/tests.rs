@@ -851,6 +851,86 @@ fn an_impl_counts_as_a_definition_of_its_members_not_of_its_type() {
 }
 
 #[tokio::test]
+async fn a_definition_written_with_its_keyword_is_found_as_that_kind() {
+    let (g, _cache) = generation_of(vec![
+        doc_at(
+            "src/walk.rs",
+            "struct",
+            "Walker",
+            "pub struct Walker {\n    depth: usize,\n}",
+            (1, 3),
+        ),
+        doc_at(
+            "src/walk.rs",
+            "impl",
+            "Walker",
+            "impl Walker {\n    pub fn new() -> Self {\n        Walker { depth: 0 }\n    }\n\n    pub fn deeper(&mut self) -> usize {\n        self.depth += 1;\n        self.depth\n    }\n\n    pub fn reset(&mut self) {\n        self.depth = 0;\n    }\n}",
+            (5, 18),
+        ),
+        doc_at(
+            "src/walk.rs",
+            "impl",
+            "Default for Walker",
+            "impl Default for Walker {\n    fn default() -> Self { Walker::new() }\n}",
+            (20, 22),
+        ),
+        doc_at(
+            "src/walk.rs",
+            "impl",
+            "Iterator for Walker",
+            "impl Iterator for Walker {\n    type Item = u8;\n}",
+            (11, 13),
+        ),
+        doc_at(
+            "src/run.rs",
+            "function",
+            "walker",
+            "pub fn walker() -> Walker {\n    Walker::new()\n}",
+            (1, 3),
+        ),
+        // What mentions the words more often than the definitions do.
+        doc_at(
+            "docs/walk.md",
+            "section",
+            "",
+            "# impl Walker, struct Walker\nThe struct Walker and the impl Walker: each impl Walker \
+             method walks what the struct Walker holds; fn walker() makes a Walker.",
+            (1, 2),
+        ),
+        doc_at(
+            "src/debug.rs",
+            "function",
+            "describe",
+            "// impl Walker, impl Iterator for Walker, struct Walker, fn walker\nfn describe() {}",
+            (1, 2),
+        ),
+        doc_at(
+            "tests/walk.rs",
+            "function",
+            "walks",
+            "// impl Walker: struct Walker walks; fn walker\nfn walks() {\n    let w: Walker = walker(); // impl Walker\n}",
+            (1, 4),
+        ),
+    ])
+    .await;
+    let first = |q: &str| {
+        let top = &top_hits_in(&g, q, &QueryConfig::default(), Mode::Hybrid)[0];
+        (top.chunk.path.clone(), top.chunk.start_line)
+    };
+    // A name alone: the type's definition before its impl blocks, as before.
+    assert_eq!(first("Walker"), ("src/walk.rs".to_owned(), 1));
+    assert_eq!(first("struct Walker"), ("src/walk.rs".to_owned(), 1));
+    assert_eq!(first("pub struct Walker {"), ("src/walk.rs".to_owned(), 1));
+    // The keyword asks for the impl block, or the trait's impl, or the function.
+    assert_eq!(first("impl Walker"), ("src/walk.rs".to_owned(), 5));
+    assert_eq!(
+        first("impl Iterator for Walker"),
+        ("src/walk.rs".to_owned(), 11)
+    );
+    assert_eq!(first("fn walker()"), ("src/run.rs".to_owned(), 1));
+}
+
+#[tokio::test]
 async fn a_table_of_contents_gives_its_place_to_the_definition_inside_it() {
     let toc = "module shapes: class Circle, def area(radius), def perimeter(radius), def \
                describe(shape); area perimeter radius circle";
