@@ -224,6 +224,32 @@ pub fn named_definition(query: &str) -> Option<Named> {
     if !signature {
         return None;
     }
+    // Keywords that are English words too (`static files`, `class names`, `function
+    // names`): with nothing after the name, the name must look like an identifier.
+    let english = matches!(
+        keyword,
+        "static"
+            | "const"
+            | "var"
+            | "let"
+            | "type"
+            | "module"
+            | "package"
+            | "interface"
+            | "class"
+            | "function"
+            | "macro"
+            | "protocol"
+            | "union"
+            | "enum"
+            | "sub"
+            | "proc"
+            | "fun"
+    );
+    let plain_word = name.chars().all(|c| c.is_ascii_lowercase());
+    if english && plain_word && end == first.len() && after.is_empty() && words.len() == at + 2 {
+        return None;
+    }
     // `impl Display for Walker` is named as the chunker names it.
     if keyword == "impl"
         && after.first() == Some(&"for")
@@ -772,6 +798,13 @@ mod tests {
             ("function that parses dates", None),
             ("type hints for callbacks", None),
             ("class names in the output", None),
+            ("static files", None),
+            ("function names", None),
+            ("type alias", None),
+            ("class context", None),
+            ("function parse(", Some(named("parse", f))),
+            ("def get", Some(named("get", f))),
+            ("static MAX_AGE", Some(named("MAX_AGE", &[K::Constant]))),
             ("where is Context created", None),
             // One word is a name, whatever it is; nothing is none.
             ("impl", Some(named("impl", &[]))),
