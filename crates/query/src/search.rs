@@ -1126,13 +1126,19 @@ pub fn hit(d: &DocRow, score: f64) -> Hit {
     }
 }
 
-/// The lines of module code `d` that declare its member named `key` (normalised, as the
-/// symbol map files it: `all_levels`, `level.debug`), as a citation of kind `constant`: the
-/// declaration from its first line until its brackets close, with the comment or attribute
-/// lines right above it. `None` when `d` is no module code, declares no such member, or its
-/// text does not map line for line onto its span.
+/// The lines of `d` that declare its member named `key` (normalised, as the symbol map files
+/// it: `all_levels`, `walker.run`), as a citation of the member alone, with the comment,
+/// attribute or decorator lines right above it:
+/// - in module code, a named constant (kind `constant`): from its first line until its
+///   brackets and strings close;
+/// - in a class or impl small enough to stay one chunk, a method (kind `method`): until its
+///   body's braces close, or in Python until its indentation ends.
+///
+/// `None` when `d` declares no such member, or its text does not map line for line onto its
+/// span (the whole chunk then stays the citation).
 pub fn cite_member(d: &DocRow, key: &str) -> Option<Cited> {
-    if d.kind != ChunkKind::Code {
+    let in_code = d.kind == ChunkKind::Code;
+    if !in_code && !d.kind.is_container() {
         return None;
     }
     let member = d.members.iter().find(|m| {
@@ -1144,9 +1150,56 @@ pub fn cite_member(d: &DocRow, key: &str) -> Option<Cited> {
     if lines.len() != (d.end_line + 1).checked_sub(d.start_line)? as usize {
         return None;
     }
-    let first = lines.iter().position(|l| declares(l, name))?;
-    // The statement ends where its brackets close and no string spans the line end (a Go
-    // or JavaScript template in backquotes, a Python triple-quoted string).
+    // A container's first line declares the container, not its member.
+    let skip = usize::from(!in_code);
+    // A Python method is declared by `def` (a bare `run(x)` is a call).
+    let python = d.language == "python";
+    let first = skip
+        + lines[skip..].iter().position(|l| {
+            declares(l, name)
+                && (in_code
+                    || !python
+                    || ["def ", "async ", "class "]
+                        .iter()
+                        .any(|k| l.trim_start().starts_with(k)))
+        })?;
+    let last = if in_code {
+        statement_end(&lines, first)
+    } else if python {
+        indented_end(&lines, first)
+    } else {
+        braced_end(&lines, first)
+    };
+    let lead = lines[..first]
+        .iter()
+        .rev()
+        .take_while(|l| {
+            let t = l.trim_start();
+            ["//", "#", "/*", "*", "--", "@"]
+                .iter()
+                .any(|p| t.starts_with(p))
+        })
+        .count();
+    let from = first - lead;
+    let kind = if in_code {
+        ChunkKind::Constant
+    } else {
+        ChunkKind::Method
+    };
+    Some(Cited {
+        start_line: d.start_line + from as u32,
+        end_line: d.start_line + last as u32,
+        symbol: Some(member.clone()),
+        kind: kind.to_string(),
+        text: lines[from..=last].join("\n"),
+        ..cited(d, String::new())
+    })
+}
+
+/// The last line of the statement that starts at `first`: where its brackets close and no
+/// string spans the line end (a Go or JavaScript template in backquotes, a Python
+/// triple-quoted string). A Go `const (` group's closing parenthesis is not its row's.
+fn statement_end(lines: &[&str], first: usize) -> usize {
     let (mut depth, mut open_strings) = (0i64, [false; 2]);
     let mut last = first;
     for (i, l) in lines.iter().enumerate().skip(first) {
@@ -1160,31 +1213,57 @@ pub fn cite_member(d: &DocRow, key: &str) -> Option<Cited> {
             break;
         }
     }
-    let lead = lines[..first]
-        .iter()
-        .rev()
-        .take_while(|l| {
-            let t = l.trim_start();
-            ["//", "#", "/*", "*", "--"]
-                .iter()
-                .any(|p| t.starts_with(p))
-        })
-        .count();
-    let from = first - lead;
-    // A Go `const (` group's closing parenthesis is not the constant's.
-    let last = if depth < 0 && last > first {
+    if depth < 0 && last > first {
         last - 1
     } else {
         last
-    };
-    Some(Cited {
-        start_line: d.start_line + from as u32,
-        end_line: d.start_line + last as u32,
-        symbol: Some(member.clone()),
-        kind: ChunkKind::Constant.to_string(),
-        text: lines[from..=last].join("\n"),
-        ..cited(d, String::new())
-    })
+    }
+}
+
+/// The last line of a Python block whose header is at `first`: the lines indented deeper
+/// (blank lines inside it too).
+fn indented_end(lines: &[&str], first: usize) -> usize {
+    let indent = |l: &str| l.len() - l.trim_start().len();
+    let base = indent(lines[first]);
+    let mut last = first;
+    for (i, l) in lines.iter().enumerate().skip(first + 1) {
+        if l.trim().is_empty() {
+            continue;
+        }
+        if indent(l) <= base {
+            break;
+        }
+        last = i;
+    }
+    last
+}
+
+/// The last line of a member that starts at `first` in a language of braces: its signature
+/// runs until a body opens (or a line ends it: a Go interface's method, a field), then until
+/// the body's braces close.
+fn braced_end(lines: &[&str], first: usize) -> usize {
+    let mut depth = 0i64;
+    let mut opened = false;
+    for (i, l) in lines.iter().enumerate().skip(first) {
+        depth += l.matches(['(', '[', '{']).count() as i64;
+        depth -= l.matches([')', ']', '}']).count() as i64;
+        opened |= l.contains('{');
+        if opened && depth <= 0 {
+            return i;
+        }
+        let t = l.trim_end();
+        let continues = depth > 0
+            || t.ends_with([',', '(', '=', '>', '|', '&'])
+            || t.ends_with("where")
+            || lines.get(i + 1).is_some_and(|n| {
+                let n = n.trim_start();
+                n.starts_with(['{', ')', '-', ':', '.']) || n.starts_with("where")
+            });
+        if !opened && !continues {
+            return i;
+        }
+    }
+    lines.len() - 1
 }
 
 /// Whether `line` declares `name`: only declaration words come before it (`pub const`,
@@ -1207,6 +1286,19 @@ fn declares(line: &str, name: &str) -> bool {
         "internal",
         "define",
         "#define",
+        "fn",
+        "def",
+        "func",
+        "function",
+        "async",
+        "get",
+        "set",
+        "override",
+        "abstract",
+        "unsafe",
+        "extern",
+        "virtual",
+        "inline",
     ];
     let t = line.trim_start();
     let Some(at) = t.find(name) else {
@@ -1223,7 +1315,7 @@ fn declares(line: &str, name: &str) -> bool {
         && {
             let a = after.trim_start();
             a.is_empty()
-                || a.starts_with(['=', ':', ','])
+                || a.starts_with(['=', ':', ',', '<', '?'])
                 || a.chars()
                     .next()
                     .is_some_and(|c| c.is_alphanumeric() || "[*(".contains(c))

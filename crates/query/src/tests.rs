@@ -677,6 +677,90 @@ fn a_constant_found_by_name_cites_its_own_lines() {
     assert!(search::cite_member(&d, "limit").is_none());
 }
 
+#[test]
+fn a_method_of_a_class_that_stays_one_chunk_found_by_name_cites_its_own_lines() {
+    // (path, language, kind, text at line 10, members, the name asked, the lines cited)
+    type Case<'a> = (
+        &'a str,
+        &'a str,
+        &'a str,
+        &'a str,
+        &'a [&'a str],
+        &'a str,
+        (u32, u32),
+    );
+    let cases: &[Case] = &[
+        (
+            "click/parser.py",
+            "python",
+            "class",
+            "class _Option:\n    def __init__(self, action):\n        process(action)\n        self.action = action\n\n    @property\n    def takes_value(self) -> bool:\n        return self.action in (\"store\", \"append\")\n\n    def process(self, value, state):\n        if self.action == \"store\":\n\n            state.opts[self.dest] = value\n        return value",
+            &["_Option.__init__", "_Option.takes_value", "_Option.process"],
+            "_option.process",
+            (19, 23),
+        ),
+        (
+            "click/parser.py",
+            "python",
+            "class",
+            "class _Option:\n    def __init__(self, action):\n        process(action)\n        self.action = action\n\n    @property\n    def takes_value(self) -> bool:\n        return self.action in (\"store\", \"append\")\n\n    def process(self, value, state):\n        return value",
+            &["_Option.__init__", "_Option.takes_value", "_Option.process"],
+            "takes_value",
+            (15, 17),
+        ),
+        (
+            "src/fmt/mod.rs",
+            "rust",
+            "impl",
+            "impl Formatter {\n    /// The default style.\n    pub fn default_level_style<L>(&self, level: L) -> Style\n    where\n        L: Into<Level>,\n    {\n        match level.into() {\n            Level::Error => Style::Red,\n        }\n    }\n\n    fn flush(&self) {}\n}",
+            &["Formatter.default_level_style", "Formatter.flush"],
+            "formatter.default_level_style",
+            (11, 19),
+        ),
+        (
+            "src/fmt/mod.rs",
+            "rust",
+            "impl",
+            "impl Formatter {\n    /// The default style.\n    pub fn default_level_style(&self) -> Style {\n        Style::Red\n    }\n\n    fn flush(&self) {}\n}",
+            &["Formatter.default_level_style", "Formatter.flush"],
+            "flush",
+            (16, 16),
+        ),
+        (
+            "lib/option.js",
+            "javascript",
+            "class",
+            "class DualOptions {\n  constructor(options) {\n    this.options = options;\n  }\n\n  /**\n   * Did the value come from the option?\n   */\n  valueFromOption(value, option) {\n    if (option.negate) {\n      return value === false;\n    }\n    return true;\n  }\n}",
+            &["DualOptions.constructor", "DualOptions.valueFromOption"],
+            "valuefromoption",
+            (15, 23),
+        ),
+        (
+            "hooks.go",
+            "go",
+            "interface",
+            "type Hook interface {\n\t// Levels are the levels it fires for.\n\tLevels() []Level\n\tFire(*Entry) error\n}",
+            &["Hook.Levels", "Hook.Fire"],
+            "hook.levels",
+            (11, 12),
+        ),
+    ];
+    for (path, language, kind, text, members, key, lines) in cases {
+        let n = text.lines().count() as u32;
+        let mut d = doc_at(path, kind, "", text, (10, 9 + n)).doc;
+        d.language = (*language).to_owned();
+        d.members = members.iter().map(|m| (*m).to_owned()).collect();
+        let c = search::cite_member(&d, key).unwrap_or_else(|| panic!("{path}: {key}"));
+        assert_eq!(
+            (c.start_line, c.end_line),
+            *lines,
+            "{path}: {key}\n{}",
+            c.text
+        );
+        assert_eq!(c.kind, "method", "{path}: {key}");
+    }
+}
+
 #[tokio::test]
 async fn a_constant_named_alone_finds_the_module_code_that_declares_it() {
     let mut consts = doc_at(
