@@ -663,15 +663,20 @@ pub const DEFINITION_FIRST: f64 = 0.25;
 /// (`struct Walker` before `impl Walker`, `impl Display for Walker`); an impl found by one of
 /// its members' names (`run` in a one-chunk `impl Walker`) defines that member, and counts.
 pub fn definition_first(d: &DocRow, key: &str) -> f64 {
-    let by_member = d.members.iter().any(|m| {
-        let m = normalize_symbol(m);
-        m == key || m.rsplit('.').next() == Some(key)
-    });
-    if d.kind == ChunkKind::Impl && !by_member {
+    if d.kind == ChunkKind::Impl && member_named(d, key).is_none() {
         0.0
     } else {
         DEFINITION_FIRST
     }
+}
+
+/// The member of `d` that `key` (normalised) names, by its qualified name (`walker.run`) or
+/// its own (`run`).
+fn member_named<'d>(d: &'d DocRow, key: &str) -> Option<&'d String> {
+    d.members.iter().find(|m| {
+        let m = normalize_symbol(m);
+        m == key || m.rsplit('.').next() == Some(key)
+    })
 }
 
 /// Added to a named definition whose name is written as the query writes it: in Go, Java or
@@ -1141,10 +1146,7 @@ pub fn cite_member(d: &DocRow, key: &str) -> Option<Cited> {
     if !in_code && !d.kind.is_container() {
         return None;
     }
-    let member = d.members.iter().find(|m| {
-        let m = normalize_symbol(m);
-        m == key || m.rsplit('.').next() == Some(key)
-    })?;
+    let member = member_named(d, key)?;
     let name = member.rsplit(['.', ':']).next().unwrap_or(member);
     let lines: Vec<&str> = d.text.lines().collect();
     if lines.len() != (d.end_line + 1).checked_sub(d.start_line)? as usize {
