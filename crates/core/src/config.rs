@@ -77,6 +77,10 @@ pub struct QueryConfig {
     /// placeholders such as `%d`, `{}`, `${x}`) appear in the message, in order, gains this
     /// times the top fused score times the share of the message it explains (0 = off).
     pub message_boost: f64,
+    /// For a pasted error line: the few chunks whose string literals best explain the
+    /// message (a constructor, a function that formats it) lend this share of their score to
+    /// the code that calls them, where the error is raised (0 = off).
+    pub raise_lend: f64,
     /// For a config key, flag or environment variable: a chunk that spells the key as written
     /// (`REQUESTS_CA_BUNDLE`, `no-ignore-vcs` for `--no-ignore-vcs`, `show_default`) gains
     /// this times the top fused score times the share of the query's keys it spells (0 = off).
@@ -192,6 +196,7 @@ impl Default for QueryConfig {
             error_lexical_weight: 3.0,
             config_lexical_weight: 2.0,
             message_boost: 1.0,
+            raise_lend: 0.5,
             key_boost: 0.5,
             test_prior: 0.5,
             generated_prior: 0.5,

@@ -121,6 +121,7 @@ pub fn ablations() -> Vec<Ablation> {
     vec![
         ("intent weights", |p| p.intent_weights = false),
         ("message match", |p| p.message_boost = 0.0),
+        ("raise sites", |p| p.raise_lend = 0.0),
         ("key match", |p| p.key_boost = 0.0),
         ("role prior", |p| {
             p.test_prior = 1.0;

@@ -672,7 +672,8 @@ pub fn in_fused_order<'a, S: std::hash::BuildHasher>(
 
 /// Applies the message match, the prose lending and the priors to fused scores. `doc`
 /// finds a candidate's row; `definitions` finds the live definitions a symbol key names
-/// (those the request may see).
+/// (those the request may see); `callers` the chunks that call a definition (those the
+/// request may see).
 pub fn adjust<'a, S: std::hash::BuildHasher>(
     fused: &mut HashMap<Key, f64, S>,
     query: &str,
@@ -680,6 +681,7 @@ pub fn adjust<'a, S: std::hash::BuildHasher>(
     params: &QueryConfig,
     doc: impl Fn(Key) -> &'a DocRow,
     definitions: impl Fn(&str) -> Vec<Key>,
+    callers: impl Fn(Key) -> Vec<Key>,
 ) {
     if !params.commits {
         fused.retain(|key, _| doc(*key).kind != ChunkKind::Commit);
@@ -692,12 +694,24 @@ pub fn adjust<'a, S: std::hash::BuildHasher>(
             .filter(|c| c.is_alphanumeric())
             .count()
             .max(1);
+        let mut producers = HashSet::new();
         for (&key, v) in fused.iter_mut() {
             let m = message_match(&message, &doc(key).text);
             if m > 0 {
                 let share = (m as f64 / len as f64).min(1.0);
                 *v += params.message_boost * share * top;
+                producers.insert(key);
             }
+        }
+        if params.raise_lend > 0.0 {
+            lend_to_raisers(
+                fused,
+                &producers,
+                params.raise_lend,
+                &doc,
+                &definitions,
+                &callers,
+            );
         }
     }
     if params.key_boost > 0.0 && intent == Intent::Config {
@@ -766,6 +780,60 @@ pub fn adjust<'a, S: std::hash::BuildHasher>(
             }
         }
     }
+}
+
+/// A message is often built in one place and raised in another: a constructor or a function
+/// formats it (`HTTPError`'s constructor, `get_invalid_choice_message`), and the code that
+/// calls it is where the error happens. The first few chunks whose literals produce the
+/// message (in fused order) lend `share` of their score to their callers, up to just below
+/// their own; a constructor's
+/// callers are its class's (`new HTTPError(…)`, `raise NoSuchOption(…)`). A producer called
+/// from many places says little about any of them: it lends nothing.
+fn lend_to_raisers<'a, S: std::hash::BuildHasher>(
+    fused: &mut HashMap<Key, f64, S>,
+    producers: &HashSet<Key>,
+    share: f64,
+    doc: &impl Fn(Key) -> &'a DocRow,
+    definitions: &impl Fn(&str) -> Vec<Key>,
+    callers: &impl Fn(Key) -> Vec<Key>,
+) {
+    let ranked = in_fused_order(fused, doc, |_| true);
+    let first: Vec<(Key, f64)> = ranked
+        .into_iter()
+        .filter(|(k, _)| producers.contains(k))
+        .take(RAISE_POOL)
+        .collect();
+    for (key, score) in first {
+        let d = doc(key);
+        let mut raisers = callers(key);
+        if let Some(owner) = constructor_owner(d) {
+            for class in definitions(&normalize_symbol(owner)) {
+                let c = doc(class);
+                if c.repo_id == d.repo_id && c.path == d.path && c.kind.is_container() {
+                    raisers.extend(callers(class));
+                }
+            }
+        }
+        raisers.sort_unstable();
+        raisers.dedup();
+        raisers.retain(|&k| k != key);
+        if raisers.is_empty() || raisers.len() > MAX_RAISERS {
+            continue;
+        }
+        // A raiser comes after the producer that lent to it, unless it ranked above it on
+        // its own.
+        for k in raisers {
+            let v = fused.entry(k).or_default();
+            *v = v.max((*v + share * score).min(score * RAISE_CAP));
+        }
+    }
+}
+
+/// The class a constructor builds (`HTTPError` for `HTTPError.constructor`, `NoSuchOption`
+/// for `NoSuchOption.__init__`), whose callers are the constructor's.
+fn constructor_owner(d: &DocRow) -> Option<&str> {
+    let (owner, member) = d.qualified_name.as_deref()?.rsplit_once('.')?;
+    matches!(member, "constructor" | "__init__").then_some(owner)
 }
 
 /// Adds `score` to the definitions of `repo` that `names` name. A name that many
@@ -864,6 +932,12 @@ const LEND_POOL: usize = 30;
 /// chosen on the tune halves (2: development 0.779, words 0.506; 5: 0.784, 0.516; 10: 0.779,
 /// 0.516).
 const COMMIT_LEND_POOL: usize = 5;
+/// The chunks that best explain a pasted message whose callers are lent their score.
+const RAISE_POOL: usize = 3;
+/// The most of its producer's score a raiser is lent up to.
+const RAISE_CAP: f64 = 0.99;
+/// Callers a message's producer may have and still lend them its score.
+const MAX_RAISERS: usize = 4;
 /// Definitions a name may have and still be lent a score.
 const MAX_LENT_DEFINITIONS: usize = 3;
 /// Candidates after a wide one searched for a narrower chunk inside it.
@@ -915,6 +989,18 @@ mod tests {
         params: &QueryConfig,
         definitions: impl Fn(&str) -> Vec<Key>,
     ) -> HashMap<Key, f64> {
+        adjusted_with_callers(docs, fused, query, params, definitions, |_| Vec::new())
+    }
+
+    /// [`adjusted`], with the call graph `callers`.
+    fn adjusted_with_callers(
+        docs: &[DocRow],
+        fused: &[(u32, f64)],
+        query: &str,
+        params: &QueryConfig,
+        definitions: impl Fn(&str) -> Vec<Key>,
+        callers: impl Fn(Key) -> Vec<Key>,
+    ) -> HashMap<Key, f64> {
         let mut fused: HashMap<Key, f64> = fused.iter().map(|&(o, v)| ((0, o), v)).collect();
         adjust(
             &mut fused,
@@ -923,6 +1009,7 @@ mod tests {
             params,
             |k| &docs[k.1 as usize],
             definitions,
+            callers,
         );
         fused
     }
@@ -1171,6 +1258,81 @@ mod tests {
         // Apostrophes in comments are not literals that match by accident.
         let rust = "// don't panic here, it's fine\nlet x = 1;";
         assert_eq!(message_match(&msg, rust), 0);
+    }
+
+    #[test]
+    fn a_pasted_message_finds_where_it_is_raised_after_where_it_is_written() {
+        use trawl_core::kind::ChunkKind;
+        use trawl_index::testing::function_doc;
+        let repo = "github.com/sindresorhus/ky";
+        let mut class = function_doc(
+            repo,
+            "source/errors/HTTPError.ts",
+            "HTTPError",
+            "export class HTTPError extends Error {\n\tresponse: Response;\n}",
+            (6, 20),
+        );
+        class.kind = ChunkKind::Class;
+        let mut constructor = function_doc(
+            repo,
+            "source/errors/HTTPError.ts",
+            "constructor",
+            "constructor(response: Response, request: Request) {\n\tconst status = `${response.status} ${response.statusText}`;\n\tsuper(`Request failed with status code ${status}: ${request.method} ${request.url}`);\n}",
+            (22, 33),
+        );
+        constructor.kind = ChunkKind::Method;
+        constructor.qualified_name = Some("HTTPError.constructor".into());
+        let fetch = function_doc(
+            repo,
+            "source/core/Ky.ts",
+            "fetch",
+            "if (!response.ok && throwHttpErrors) {\n\tthrow new HTTPError(response, request);\n}",
+            (209, 223),
+        );
+        let retry = function_doc(
+            repo,
+            "source/core/Ky.ts",
+            "retry",
+            "// a request that failed is retried when its status code allows it\nif (retryStatusCodes.includes(response.status)) { return retry(); }",
+            (300, 310),
+        );
+        let docs = [class, constructor, fetch, retry];
+        let query = "HTTPError: Request failed with status code 404 Not Found: GET https://api.example.com/users/42";
+        let fused = [(0, 0.2), (1, 0.3), (2, 0.1), (3, 0.25)];
+        let definitions = |name: &str| match name {
+            "httperror" => vec![(0, 0)],
+            _ => Vec::new(),
+        };
+        let order = |params: &QueryConfig, callers: &dyn Fn(Key) -> Vec<Key>| {
+            let fused = adjusted_with_callers(&docs, &fused, query, params, definitions, callers);
+            let mut ranked: Vec<(u32, f64)> = fused.into_iter().map(|(k, v)| (k.1, v)).collect();
+            ranked.sort_by(|a, b| b.1.total_cmp(&a.1));
+            ranked.into_iter().map(|(o, _)| o).collect::<Vec<_>>()
+        };
+        // `new HTTPError(…)` calls the class; its constructor writes the message.
+        let graph = |k: Key| {
+            if k == (0, 0) {
+                vec![(0, 2)]
+            } else {
+                Vec::new()
+            }
+        };
+        let params = QueryConfig::default();
+        assert_eq!(order(&params, &graph)[..2], [1, 2], "the raise site second");
+        let off = QueryConfig {
+            raise_lend: 0.0,
+            ..QueryConfig::default()
+        };
+        assert_ne!(order(&off, &graph)[1], 2, "without the lending it is not");
+        // A producer called from everywhere lends to none of its callers.
+        let everywhere = |k: Key| {
+            if k == (0, 0) {
+                (2..4).chain(10..20).map(|o| (0, o)).collect()
+            } else {
+                Vec::new()
+            }
+        };
+        assert_ne!(order(&params, &everywhere)[1], 2);
     }
 
     #[test]

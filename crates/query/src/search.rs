@@ -530,7 +530,23 @@ fn ranked_at(
             }
         }
     }
-    rank::adjust(&mut fused, &req.query, intent, params, doc, definitions);
+    let callers = |k: rank::Key| -> Vec<rank::Key> {
+        generation
+            .callers(&doc(k).chunk_id)
+            .iter()
+            .copied()
+            .filter(|&(s, o)| filters[s as usize].ok(u64::from(o)))
+            .collect()
+    };
+    rank::adjust(
+        &mut fused,
+        &req.query,
+        intent,
+        params,
+        doc,
+        definitions,
+        callers,
+    );
     if params.history_lend > 0.0 && params.commits && rank::asks_about_a_change(&req.query) {
         // The code that answers a "why did this change" question is often found before the
         // commit that changed it (a commit message is short, and says it in other words):
