@@ -1,7 +1,7 @@
 //! A learned ranking for questions in words. The fused ranking's first candidates are ranked
 //! again by a weighted sum of features: the arms' ranks and scores, how much of the
 //! question's rarer words (not the words that frame it) a chunk holds (in its text, in its
-//! name and path, in its first lines, as adjacent pairs), its role (and whether a commit is
+//! name and path, in its first lines, as adjacent pairs, close together), its role (and whether a commit is
 //! what it asks for), kind and size, and how many of the other answers share its repository
 //! and file. The weights (`query.ranker`) are fitted on a tuning split by
 //! `trawl eval --train-ranker`: a pairwise logistic regression, every hit of a question
@@ -24,6 +24,8 @@ pub type Features = [f64; N];
 const RANK_K: f64 = 20.0;
 /// Lines of a chunk's text read as its lead (signature, docstring).
 const LEAD_LINES: usize = 4;
+/// The window of words in which [`Question::proximity`] looks for the question's terms.
+const PROXIMITY_WORDS: usize = 40;
 /// Answers whose repositories and files make the share features.
 const SHARE_TOP: usize = 10;
 
@@ -93,6 +95,46 @@ impl Question {
             .map(|t| t.2)
             .sum();
         hit / total
+    }
+
+    /// The largest weighted share of the question's terms found within one window of
+    /// [`PROXIMITY_WORDS`] consecutive words of `words`: the question's words together, not
+    /// scattered over a long chunk.
+    fn proximity(&self, words: &[String]) -> f64 {
+        let total: f64 = self.terms.iter().map(|t| t.2).sum();
+        if total <= 0.0 || words.is_empty() {
+            return 0.0;
+        }
+        // Each position's term index, if it is one of the question's.
+        let at: Vec<Option<usize>> = words
+            .iter()
+            .map(|w| {
+                self.terms
+                    .iter()
+                    .position(|(t, inf, _)| t == w || inf.iter().any(|i| i == w))
+            })
+            .collect();
+        let mut counts = vec![0usize; self.terms.len()];
+        let mut held = 0.0;
+        let mut best: f64 = 0.0;
+        for (i, t) in at.iter().enumerate() {
+            if let Some(t) = *t {
+                if counts[t] == 0 {
+                    held += self.terms[t].2;
+                }
+                counts[t] += 1;
+            }
+            if i >= PROXIMITY_WORDS
+                && let Some(t) = at[i - PROXIMITY_WORDS]
+            {
+                counts[t] -= 1;
+                if counts[t] == 0 {
+                    held -= self.terms[t].2;
+                }
+            }
+            best = best.max(held);
+        }
+        best / total
     }
 
     /// The share of the question's adjacent word pairs found side by side in `words` (a
@@ -217,6 +259,7 @@ pub fn features<'a, K: std::hash::Hash + Eq + Copy>(
                     k,
                     ChunkKind::Section | ChunkKind::Text | ChunkKind::Window
                 )),
+                q.proximity(&words),
             ]
         })
         .collect()
@@ -463,6 +506,25 @@ mod tests {
         let half = q.coverage(&term_set("the pool, the connection"));
         assert!((half - 0.5).abs() < 1e-9, "{half}");
         assert!(q.coverage(&term_set("pool give connection back")) > 0.999);
+    }
+
+    #[test]
+    fn the_question_s_words_together_count_more_than_scattered() {
+        let q = Question::new("how is the retry delay capped?", 1000, |_| 5);
+        let words = trawl_index::analyzer::word_sequence;
+        let filler = "x ".repeat(PROXIMITY_WORDS);
+        let together = words(&format!(
+            "{filler} // cap the retry delay at max\n {filler}"
+        ));
+        let apart = words(&format!("retry {filler} delay {filler} capped"));
+        assert!(q.proximity(&together) > 0.99, "{}", q.proximity(&together));
+        let scattered = q.proximity(&apart);
+        assert!(scattered > 0.3 && scattered < 0.4, "{scattered}");
+        // Inflections count as the word; a window holds each word once however often it
+        // recurs.
+        assert!(q.proximity(&words("caps: retries, retries, delays")) > 0.99);
+        assert!(q.proximity(&words("retry retry retry")) < 0.4);
+        assert!(q.proximity(&[]).abs() < 1e-12);
     }
 
     #[test]
