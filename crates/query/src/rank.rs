@@ -144,9 +144,31 @@ pub fn classify(query: &str) -> Intent {
         .to_lowercase();
     let asks = QUESTION_WORDS.contains(&first.as_str());
     let question = asks || t.ends_with('?');
+    // `errorKey: 'error'`, `maxRate: [100 * 1024]`, `timeout: 5000`: a setting written as
+    // in a configuration file, with its value.
+    if words.len() <= 4
+        && let Some(key) = words[0].strip_suffix(':')
+        && !exception_name(key)
+        && (identifier_like(key) || (key.len() >= 3 && key.chars().all(|c| c.is_ascii_lowercase())))
+        && literal_value(words[1])
+    {
+        return Intent::Config;
+    }
     let opens_as_error = ERROR_OPENINGS.iter().any(|o| lower.starts_with(o))
         || words[0].ends_with("Error:")
-        || words[0].ends_with("Exception:");
+        || words[0].ends_with("Exception:")
+        // `requests.exceptions.MissingSchema: Invalid URL …`, `AssertionError [ERR_…]: …`
+        || (words[0].strip_suffix(':').is_some_and(exception_name) && words.len() >= 2)
+        || (exception_name(words[0]) && t.contains(": "))
+        // A program's name before its message: `rg: unrecognized flag --colour`.
+        || (words.len() >= 3
+            && !literal_value(words[1])
+            && !QUESTION_WORDS.contains(&words[1].to_lowercase().as_str())
+            && words[0].len() <= 21
+            && words[0].strip_suffix(':').is_some_and(|p| {
+                p.len() >= 2
+                    && p.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '_')
+            }));
     // A message may end in a question of its own: `Error: No such option '--verbos'. Did
     // you mean '--verbose'?`.
     if !asks && opens_as_error && (words[0].ends_with(':') || t.contains(['\'', '"', '`'])) {
@@ -187,6 +209,35 @@ pub fn classify(query: &str) -> Intent {
         return Intent::Identifier;
     }
     Intent::Natural
+}
+
+/// Whether `w` names an exception or error type as a traceback prints it: `KeyError`,
+/// `TemplateNotFound`, `requests.exceptions.MissingSchema` (a name in PascalCase, dotted, or
+/// ending in `Error`, `Exception`, `Warning`).
+fn exception_name(w: &str) -> bool {
+    let last = w.rsplit('.').next().unwrap_or(w);
+    let pascal = last.starts_with(|c: char| c.is_ascii_uppercase())
+        && last.chars().all(|c| c.is_ascii_alphanumeric())
+        && last.chars().any(|c| c.is_ascii_lowercase());
+    let typed = ["Error", "Exception", "Warning"]
+        .iter()
+        .any(|s| last.len() > s.len() && last.ends_with(s));
+    let dotted = w.contains('.')
+        && w.split('.')
+            .all(|p| !p.is_empty() && p.chars().all(|c| c.is_alphanumeric() || c == '_'));
+    pascal && (typed || dotted)
+}
+
+/// Whether a word is a literal value as a configuration writes one: a number, a quoted
+/// string, a list or a map, `true`, `false`, `null`.
+fn literal_value(w: &str) -> bool {
+    w.starts_with(|c: char| c.is_ascii_digit() || "'\"`[{".contains(c))
+        || w.strip_prefix('-')
+            .is_some_and(|r| r.starts_with(|c: char| c.is_ascii_digit()))
+        || matches!(
+            w.trim_end_matches([',', ';']),
+            "true" | "false" | "null" | "None" | "True" | "False" | "nil"
+        )
 }
 
 /// The words the lexical arm searches for a pasted message: its concrete numbers dropped
@@ -1060,6 +1111,32 @@ mod tests {
             ("error handling when the file is missing?", Intent::Natural),
             ("where is the help text wrapped", Intent::Natural),
             ("retry delay after rate limiting", Intent::Natural),
+            // An exception as a traceback prints it, dotted or not.
+            (
+                "requests.exceptions.MissingSchema: Invalid URL 'x': No scheme supplied. Perhaps you meant https://x?",
+                Intent::Error,
+            ),
+            (
+                "jinja2.exceptions.TemplateNotFound: index.html",
+                Intent::Error,
+            ),
+            (
+                "AssertionError [ERR_ASSERTION]: status code must be a number",
+                Intent::Error,
+            ),
+            // A program's name before its message.
+            ("rg: unrecognized file type: rustt", Intent::Error),
+            (
+                "open config.yaml: no such file or directory",
+                Intent::Natural,
+            ),
+            // A setting as a configuration file writes it, with its value.
+            ("errorKey: 'error'", Intent::Config),
+            ("maxRate: [100 * 1024]", Intent::Config),
+            ("timeout: 5000", Intent::Config),
+            ("KeyError: 'SECRET_KEY'", Intent::Error),
+            ("base: null to drop pid and hostname", Intent::Natural),
+            ("note: how are hooks ordered?", Intent::Natural),
         ] {
             assert_eq!(classify(q), want, "{q}");
         }
