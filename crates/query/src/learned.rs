@@ -1,9 +1,9 @@
 //! A learned ranking for questions in words. The fused ranking's first candidates are ranked
 //! again by a weighted sum of features: the arms' ranks and scores, how much of the
 //! question's rarer words (not the words that frame it) a chunk holds (in its text, in its
-//! name and path, in its first lines, as adjacent pairs, close together), its role (and whether a commit is
-//! what it asks for), kind and size, and how many of the other answers share its repository
-//! and file. The weights (`query.ranker`) are fitted on a tuning split by
+//! name and path, in its first lines, as adjacent pairs, close together), its role (and
+//! whether a commit is what it asks for), kind and size, and how many of the other answers
+//! share its repository and file. The weights (`query.ranker`) are fitted on a tuning split by
 //! `trawl eval --train-ranker`: a pairwise logistic regression, every hit of a question
 //! against every miss of it.
 

@@ -149,6 +149,7 @@ pub fn classify(query: &str) -> Intent {
     if words.len() <= 4
         && let Some(key) = words[0].strip_suffix(':')
         && !exception_name(key)
+        && !ERROR_OPENINGS.contains(&key.to_lowercase().as_str())
         && (identifier_like(key) || (key.len() >= 3 && key.chars().all(|c| c.is_ascii_lowercase())))
         && literal_value(words[1])
     {
@@ -837,9 +838,9 @@ pub fn adjust<'a, S: std::hash::BuildHasher>(
 /// formats it (`HTTPError`'s constructor, `get_invalid_choice_message`), and the code that
 /// calls it is where the error happens. The first few chunks whose literals produce the
 /// message (in fused order) lend `share` of their score to their callers, up to just below
-/// their own; a constructor's
-/// callers are its class's (`new HTTPError(…)`, `raise NoSuchOption(…)`). A producer called
-/// from many places says little about any of them: it lends nothing.
+/// their own; a constructor's callers are its class's (`new HTTPError(…)`, `raise
+/// NoSuchOption(…)`). A producer called from many places says little about any of them: it
+/// lends nothing.
 fn lend_to_raisers<'a, S: std::hash::BuildHasher>(
     fused: &mut HashMap<Key, f64, S>,
     producers: &HashSet<Key>,
@@ -1135,6 +1136,8 @@ mod tests {
             ("maxRate: [100 * 1024]", Intent::Config),
             ("timeout: 5000", Intent::Config),
             ("KeyError: 'SECRET_KEY'", Intent::Error),
+            ("error: '--verbos'", Intent::Error),
+            ("warning: 'x' ignored", Intent::Error),
             ("base: null to drop pid and hostname", Intent::Natural),
             ("note: how are hooks ordered?", Intent::Natural),
         ] {
