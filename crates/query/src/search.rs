@@ -505,8 +505,18 @@ fn ranked_at(
             *fused.entry(k).or_default() += boost + first + case;
         }
     }
-    // "Who calls X?": the callers of X's definitions, resolved by the compactor's call graph,
-    // join the answers ahead of the words that merely mention X.
+    // The callers of a definition, in the call graph the compactor resolved, that this
+    // request may see.
+    let callers = |k: rank::Key| -> Vec<rank::Key> {
+        generation
+            .callers(&doc(k).chunk_id)
+            .iter()
+            .copied()
+            .filter(|&(s, o)| filters[s as usize].ok(u64::from(o)))
+            .collect()
+    };
+    // "Who calls X?": the callers of X's definitions join the answers ahead of the words that
+    // merely mention X.
     if params.callers_boost > 0.0 && rank::asks_for_callers(&req.query) {
         for name in rank::named_identifiers(&req.query) {
             let key = normalize_symbol(&name);
@@ -522,22 +532,12 @@ fn ranked_at(
                 continue;
             }
             for def in defs {
-                for &(s, o) in generation.callers(&doc(def).chunk_id) {
-                    if filters[s as usize].ok(u64::from(o)) {
-                        *fused.entry((s, o)).or_default() += params.callers_boost;
-                    }
+                for caller in callers(def) {
+                    *fused.entry(caller).or_default() += params.callers_boost;
                 }
             }
         }
     }
-    let callers = |k: rank::Key| -> Vec<rank::Key> {
-        generation
-            .callers(&doc(k).chunk_id)
-            .iter()
-            .copied()
-            .filter(|&(s, o)| filters[s as usize].ok(u64::from(o)))
-            .collect()
-    };
     rank::adjust(
         &mut fused,
         &req.query,
