@@ -154,7 +154,8 @@ async fn index_all(h: &Harness, repos: &[&SourceRepo], embed: bool) {
     }
 }
 
-/// Embeds every chunk waiting on the bus with the hash embedder, until idle for `idle`.
+/// Embeds every chunk waiting on the bus with the hash embedder, and its prose view, until
+/// idle for `idle`.
 async fn embed_all(h: &Harness, idle: Duration) {
     EmbedWorker::new(
         h.store.clone(),
@@ -162,6 +163,8 @@ async fn embed_all(h: &Harness, idle: Duration) {
         Arc::new(HashEmbedder::new(32).unwrap()),
         Options {
             linger: Duration::from_millis(20),
+            // Prose views too: every build below carries a chunk's second vector.
+            prose_views: true,
             ..Options::default()
         },
     )
@@ -209,6 +212,10 @@ async fn the_spilled_live_set_is_the_live_set_read_a_shard_at_a_time() {
     trawl_compactor::calls::resolve_calls(&mut expected);
     expected.sort_by_key(|d| d.doc.chunk_id);
     assert!(expected.iter().any(|d| d.vector.is_some()), "some embedded");
+    assert!(
+        expected.iter().any(|d| d.prose.is_some()),
+        "prose views embedded"
+    );
     assert!(
         expected
             .iter()
@@ -269,6 +276,7 @@ async fn the_spilled_live_set_is_the_live_set_read_a_shard_at_a_time() {
         for (got, want) in docs.iter().zip(&expected) {
             assert_eq!(got.doc, want.doc);
             assert_eq!(got.vector, want.vector, "{}", want.doc.header);
+            assert_eq!(got.prose, want.prose, "{}", want.doc.header);
         }
         let table = read(std::fs::read(spilled.table_path()).unwrap().into());
         assert_eq!(table, whole_table, "the same chunks table, row for row");

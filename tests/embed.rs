@@ -88,6 +88,7 @@ fn options(name: &str) -> Options {
         batch_price_per_mtok: 0.12,
         dry_run: false,
         embedder: name.into(),
+        prose_views: false,
     }
 }
 
@@ -208,6 +209,71 @@ async fn every_chunk_is_embedded_once_and_a_fork_or_a_rerun_sends_nothing() {
     assert_eq!(rescan.embed.tokens_sent, 0);
     // It reads the listed repositories' files: the last fetch run listed the fork alone.
     assert_eq!(rescan.embed.chunks as usize, chunks.len());
+    assert_eq!(vectors(&h.store).await.len(), got.len());
+}
+
+/// With prose views on (`embed.prose_view`), each chunk of code also gets the vector of its
+/// prose view, under the key derived from its content hash, in the same space; the report
+/// counts them apart from the chunks; a new worker over the same store sends nothing.
+#[tokio::test]
+async fn each_chunk_of_code_gets_one_vector_of_its_prose_view_beside_its_own() {
+    let h = Harness::new().with_inproc_bus();
+    let a = SourceRepo::new();
+    commit(&a, &stdlib_json());
+    fetch_and_chunk(&h, &[&a]).await;
+    let hash = Arc::new(HashEmbedder::new(64).unwrap());
+    let opts = Options {
+        prose_views: true,
+        ..options("hash")
+    };
+    let first = EmbedWorker::new(
+        h.store.clone(),
+        Some(h.bus.clone()),
+        hash.clone(),
+        opts.clone(),
+    )
+    .run(Until::Idle(Duration::from_millis(500)))
+    .await
+    .unwrap();
+    let chunks = all_chunks(&h.store).await;
+    let got = vectors(&h.store).await;
+    let mut views = std::collections::HashSet::new();
+    let mut hashes = std::collections::HashSet::new();
+    for c in &chunks {
+        hashes.insert(c.content_hash);
+        assert_eq!(
+            got[&c.content_hash][0].vector.as_deref(),
+            Some(&hash.vector(&c.indexed_text())[..])
+        );
+        let Some((key, view)) = c.prose_input() else {
+            continue;
+        };
+        assert_ne!(key, c.content_hash);
+        assert_eq!(got[&key].len(), 1, "one vector per prose view");
+        assert_eq!(
+            got[&key][0].vector.as_deref(),
+            Some(&hash.vector(&view)[..])
+        );
+        assert_eq!(got[&key][0].model, "trawl-hash-v1");
+        views.insert(key);
+    }
+    assert!(views.len() > 20, "{} prose views", views.len());
+    let e = &first.embed;
+    assert_eq!(
+        e.cache_misses as usize,
+        hashes.len(),
+        "chunks are counted alone"
+    );
+    assert_eq!(e.prose_views as usize, views.len());
+    assert_eq!(e.vectors_written as usize, hashes.len() + views.len());
+    assert_eq!(got.len(), hashes.len() + views.len());
+
+    // A new worker rebuilds the cache from the store: the prose views are in it too.
+    let rescan = EmbedWorker::new(h.store.clone(), None, hash.clone(), opts)
+        .backfill(&|_, _| {})
+        .await
+        .unwrap();
+    assert_eq!((rescan.embed.tokens_sent, rescan.embed.prose_views), (0, 0));
     assert_eq!(vectors(&h.store).await.len(), got.len());
 }
 

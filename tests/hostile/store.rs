@@ -101,6 +101,7 @@ fn docs(n: u64) -> Vec<LiveDoc> {
                 (1, 2),
             ),
             vector: None,
+            prose: None,
         })
         .collect()
 }

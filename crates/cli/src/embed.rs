@@ -222,6 +222,12 @@ fn print_summary(r: &EmbedReport, run: &str) {
         r.dead_lettered,
         r.redelivered
     );
+    if r.prose_views > 0 {
+        println!(
+            "  {} of them the prose views of chunks of code (embed.prose_view)",
+            r.prose_views
+        );
+    }
     if r.dry_run {
         println!(
             "  estimated cost ${:.4} at ${}/1M tokens, or ${:.4} through the Batch API (--batch) \

@@ -28,6 +28,7 @@ fn real_corpus() -> Vec<LiveDoc> {
             out.push(LiveDoc {
                 doc: DocRow::from_chunk(r, "c".repeat(40).parse().expect("commit"), true),
                 vector: Some(VectorData::F32(clustered(n, DIMS))),
+                prose: None,
             });
         }
     }

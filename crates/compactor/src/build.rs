@@ -35,6 +35,8 @@ use crate::{CompactError, IndexError, Progress};
 pub struct LiveDoc {
     pub doc: DocRow,
     pub vector: Option<VectorData>,
+    /// The vector of its prose view ([`trawl_core::prose`]), when it has one.
+    pub prose: Option<VectorData>,
 }
 
 /// The docs a build is given.
@@ -395,6 +397,11 @@ async fn write_segment(
         d.doc.has_vector = d.vector.is_some();
         if let Some(v) = d.vector {
             vectors.push((ord as u64, v));
+            // A prose vector only beside the doc's own: one alone would make it found by
+            // meaning while it waits for its vector.
+            if let Some(p) = d.prose {
+                vectors.push((segment::prose_key(ord as u64), p));
+            }
         }
         rows.push(d.doc);
     }
@@ -857,10 +864,11 @@ async fn held_docs(
             .into_iter()
             .filter(|d| !dead.contains(&d.ord) && !rebuilt.contains(d.repo_id.as_str()))
             .collect();
+        // Each doc with a vector: its own, then its prose view's (absent when it has none).
         let with: Vec<u64> = rows
             .iter()
             .filter(|d| d.has_vector)
-            .map(|d| d.ord)
+            .flat_map(|d| [d.ord, segment::prose_key(d.ord)])
             .collect();
         let mut vectors = match space {
             Some(space) if !with.is_empty() => {
@@ -879,10 +887,10 @@ async fn held_docs(
             _ => Vec::new().into_iter(),
         };
         for d in rows {
-            let vector = if d.has_vector {
-                vectors.next().flatten()
+            let (vector, prose) = if d.has_vector {
+                (vectors.next().flatten(), vectors.next().flatten())
             } else {
-                None
+                (None, None)
             };
             if d.has_vector && vector.is_none() {
                 return Err(CompactError::Format(format!(
@@ -890,7 +898,11 @@ async fn held_docs(
                     seg.dir, d.ord
                 )));
             }
-            out.push(LiveDoc { doc: d, vector });
+            out.push(LiveDoc {
+                doc: d,
+                vector,
+                prose,
+            });
         }
     }
     Ok(out)

@@ -277,7 +277,11 @@ mod tests {
     fn resolve(rows: Vec<DocRow>) -> (Vec<Vec<ChunkId>>, CallStats) {
         let mut docs: Vec<LiveDoc> = rows
             .into_iter()
-            .map(|doc| LiveDoc { doc, vector: None })
+            .map(|doc| LiveDoc {
+                doc,
+                vector: None,
+                prose: None,
+            })
             .collect();
         let stats = resolve_calls(&mut docs);
         (docs.into_iter().map(|d| d.doc.call_ids).collect(), stats)

@@ -93,6 +93,8 @@ struct Extra {
     commit: CommitId,
     vector: Option<Vec<f32>>,
     vector_bytes: Option<Vec<u8>>,
+    prose_vector: Option<Vec<f32>>,
+    prose_vector_bytes: Option<Vec<u8>>,
 }
 
 pub(crate) fn table(
@@ -181,15 +183,23 @@ pub(crate) async fn register_embeddings(
     Ok(true)
 }
 
-/// The live chunks with their vectors: `m` ⋈ `c` ⟕ `e`.
-const LIVE_SQL_WITH_VECTORS: &str = "SELECT c.*, m.commit AS commit, e.vector AS vector, \
-     e.vector_bytes AS vector_bytes \
-     FROM m JOIN c ON c.repo_id = m.repo_id AND c.path = m.path AND c.blob = m.blob \
-     LEFT JOIN e ON e.content_hash = c.content_hash WHERE m.skip_reason IS NULL";
+/// The live chunks with their vectors and their prose views' vectors
+/// ([`trawl_core::prose::key`]): `m` ⋈ `c` ⟕ `e` ⟕ `e`.
+fn live_sql_with_vectors() -> String {
+    format!(
+        "SELECT c.*, m.commit AS commit, e.vector AS vector, e.vector_bytes AS vector_bytes, \
+         p.vector AS prose_vector, p.vector_bytes AS prose_vector_bytes \
+         FROM m JOIN c ON c.repo_id = m.repo_id AND c.path = m.path AND c.blob = m.blob \
+         LEFT JOIN e ON e.content_hash = c.content_hash \
+         LEFT JOIN e AS p ON p.content_hash = {} WHERE m.skip_reason IS NULL",
+        trawl_core::prose::key_sql("c.content_hash")
+    )
+}
 
 /// The live chunks without vectors (no space, or none embedded yet): `m` ⋈ `c`.
 const LIVE_SQL: &str = "SELECT c.*, m.commit AS commit, CAST(NULL AS FLOAT[]) AS vector, \
-     CAST(NULL AS BYTEA) AS vector_bytes \
+     CAST(NULL AS BYTEA) AS vector_bytes, CAST(NULL AS FLOAT[]) AS prose_vector, \
+     CAST(NULL AS BYTEA) AS prose_vector_bytes \
      FROM m JOIN c ON c.repo_id = m.repo_id AND c.path = m.path AND c.blob = m.blob \
      WHERE m.skip_reason IS NULL";
 
@@ -451,11 +461,11 @@ pub async fn live_set_of(
         }
     }
     let sql = if register_embeddings(&ctx, store, space).await? {
-        LIVE_SQL_WITH_VECTORS
+        live_sql_with_vectors()
     } else {
-        LIVE_SQL
+        LIVE_SQL.to_string()
     };
-    let batches = ctx.sql(sql).await.map_err(q)?.collect().await.map_err(q)?;
+    let batches = ctx.sql(&sql).await.map_err(q)?.collect().await.map_err(q)?;
     // One doc per chunk id: the newest chunker version, a vector when any part has one.
     let dtype = space.map_or(Dtype::Float, |s| s.dtype);
     let read = |e: serde_arrow::Error| CompactError::Query(format!("reading the live set: {e}"));
@@ -498,9 +508,11 @@ pub async fn live_set_of(
         .zip(extras)
         .map(|(c, x)| {
             let vector = vector_data(x.vector, x.vector_bytes, dtype);
+            let prose = vector_data(x.prose_vector, x.prose_vector_bytes, dtype);
             LiveDoc {
                 doc: DocRow::from_chunk(c, x.commit, vector.is_some()),
                 vector,
+                prose,
             }
         })
         .collect();
@@ -680,7 +692,11 @@ fn commit_doc(r: CommitRecord, spans: &[(String, u32, u32)], defs: &DefinitionLi
         members: Vec::new(),
         touched,
     };
-    LiveDoc { doc, vector: None }
+    LiveDoc {
+        doc,
+        vector: None,
+        prose: None,
+    }
 }
 
 /// A file or chunk the run has not finished with.

@@ -218,6 +218,11 @@ struct Vectors {
     vector: Option<Vec<f32>>,
     #[serde(default)]
     vector_bytes: Option<Vec<u8>>,
+    /// Its prose view's ([`trawl_core::prose`]): stored under a key in the same bucket.
+    #[serde(default)]
+    prose_vector: Option<Vec<f32>>,
+    #[serde(default)]
+    prose_vector_bytes: Option<Vec<u8>>,
 }
 
 /// An embedding as the bucket files hold it.
@@ -239,6 +244,12 @@ fn vector_fields() -> Vec<FieldRef> {
             true,
         )),
         Arc::new(Field::new("vector_bytes", DataType::Binary, true)),
+        Arc::new(Field::new(
+            "prose_vector",
+            DataType::List(Arc::new(Field::new("item", DataType::Float32, false))),
+            true,
+        )),
+        Arc::new(Field::new("prose_vector_bytes", DataType::Binary, true)),
     ]
 }
 
@@ -584,6 +595,7 @@ impl Spilled {
             .map(|(c, commit)| LiveDoc {
                 doc: DocRow::from_chunk(c, commit, false),
                 vector: None,
+                prose: None,
             })
             .collect();
         self.calls += crate::calls::resolve_calls(&mut live);
@@ -694,6 +706,7 @@ fn route(dir: &Path, buckets: usize, n: u32) -> Result<tempfile::TempDir, Compac
                     vectors.entry(r.content_hash).or_insert(Vectors {
                         vector: r.vector,
                         vector_bytes: r.vector_bytes,
+                        ..Vectors::default()
                     });
                 }
             }
@@ -706,7 +719,15 @@ fn route(dir: &Path, buckets: usize, n: u32) -> Result<tempfile::TempDir, Compac
                 let v = if doc.kind == live::COMMIT_KIND {
                     Vectors::default()
                 } else {
-                    vectors.get(&doc.content_hash).cloned().unwrap_or_default()
+                    let mut v = vectors.get(&doc.content_hash).cloned().unwrap_or_default();
+                    // The prose view's key shares the hash's bucket (`prose::key`).
+                    if let Some(p) =
+                        trawl_core::prose::key(&doc.content_hash).and_then(|k| vectors.get(&k))
+                    {
+                        v.prose_vector.clone_from(&p.vector);
+                        v.prose_vector_bytes.clone_from(&p.vector_bytes);
+                    }
+                    v
                 };
                 let k = shard_of(&doc, n) as usize;
                 router.push(k, doc, v)?;
@@ -732,11 +753,12 @@ fn read_shard(path: &Path, dtype: Dtype) -> Result<Vec<LiveDoc>, CompactError> {
         let vectors: Vec<Vectors> = serde_arrow::from_record_batch(&batch).map_err(read)?;
         for (mut doc, v) in docs.into_iter().zip(vectors) {
             let vector = live::vector_data(v.vector, v.vector_bytes, dtype);
+            let prose = live::vector_data(v.prose_vector, v.prose_vector_bytes, dtype);
             doc.has_vector = vector.is_some();
             match by_id.get(&doc.chunk_id) {
                 Some(old) if old.vector.is_some() || vector.is_none() => {}
                 _ => {
-                    by_id.insert(doc.chunk_id, LiveDoc { doc, vector });
+                    by_id.insert(doc.chunk_id, LiveDoc { doc, vector, prose });
                 }
             }
         }
@@ -810,7 +832,7 @@ mod tests {
                 sent[to].push(doc.chunk_id);
                 let v = Vectors {
                     vector: Some(vec![i as f32; 4]),
-                    vector_bytes: None,
+                    ..Vectors::default()
                 };
                 router.push(to, doc, v).unwrap();
                 assert!(

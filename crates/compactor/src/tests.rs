@@ -29,6 +29,7 @@ fn corpus(n: u64, dims: usize) -> Vec<LiveDoc> {
                 &format!("def handler_{i}(request):\n    return respond({i})\n"),
             ),
             vector: Some(VectorData::F32(unit(i, dims))),
+            prose: None,
         })
         .collect()
 }

@@ -138,6 +138,10 @@ pub struct QueryConfig {
     /// segment's docs is searched by an exact scan of those docs instead of the filtered
     /// HNSW walk, which visits most of the graph to find them.
     pub exact_scan_below: f64,
+    /// Whether the vector arm, for a question in words, also searches the vectors of chunks'
+    /// prose views (`embed.prose_view`), scoring a chunk by the nearer of its two; off, or
+    /// for any other query, only the chunks' own vectors.
+    pub prose_vectors: bool,
     /// Largest `k` a request may ask for.
     pub max_k: usize,
     /// Longest query accepted, in bytes.
@@ -216,6 +220,7 @@ impl Default for QueryConfig {
             candidates: 100,
             ef_search: 128,
             exact_scan_below: 0.03,
+            prose_vectors: true,
             max_k: 100,
             max_query_bytes: 8192,
             max_query_terms: 64,
@@ -748,6 +753,14 @@ pub struct EmbedConfig {
     pub local_runtime: LocalRuntime,
     /// Dimensions of the hash embedder.
     pub hash_dims: u32,
+    /// Whether each chunk of code also gets a vector of its prose view
+    /// ([`crate::prose::view`]: its name spelled as words, its comments and docstrings, the
+    /// sentences of its string literals, its identifiers' words), stored in the same vector
+    /// space; for a question in words the vector arm scores a chunk by the nearer of its two
+    /// (`query.prose_vectors`). About 1.7× the embedding work. Off by default: measured
+    /// (README, "Retrieval quality"), it helps on some repositories and not on others. A
+    /// contextual model (`voyage-context-*`) embeds no prose view.
+    pub prose_view: bool,
 }
 
 impl Default for EmbedConfig {
@@ -783,6 +796,7 @@ impl Default for EmbedConfig {
             local_nice: 10,
             local_runtime: LocalRuntime::Auto,
             hash_dims: 256,
+            prose_view: false,
         }
     }
 }

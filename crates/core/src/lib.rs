@@ -17,6 +17,7 @@ pub mod hash;
 pub mod ids;
 pub mod kind;
 pub mod language;
+pub mod prose;
 pub mod records;
 pub mod retry;
 pub mod role;

@@ -318,6 +318,15 @@ impl ChunkRecord {
         format!("{}\n{}", self.header, self.text)
     }
 
+    /// The chunk's prose view and the key its vector is stored under
+    /// ([`crate::prose`]); `None` for prose, tables of contents and commits.
+    pub fn prose_input(&self) -> Option<(ContentHash, String)> {
+        let key = crate::prose::key(&self.content_hash)?;
+        let name = self.qualified_name.as_deref().or(self.symbol.as_deref());
+        let view = crate::prose::view(self.kind, name, &self.path, &self.text)?;
+        Some((key, view))
+    }
+
     pub fn schema() -> SchemaRef {
         let list = |name: &str| {
             Field::new(

@@ -116,6 +116,7 @@ async fn pacing(seconds: u64) {
             batch_price_per_mtok: 0.12,
             dry_run: false,
             embedder: "voyage".into(),
+            prose_views: false,
         },
     );
     let t = Instant::now();

@@ -48,6 +48,7 @@ pub fn from_config(
         },
         dry_run,
         embedder: kind.to_string(),
+        prose_views: cfg.prose_view,
     };
     Ok((e, opts))
 }

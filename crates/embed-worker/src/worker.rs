@@ -76,6 +76,8 @@ pub struct Options {
     pub dry_run: bool,
     /// The embedder's name in the report (`voyage`, `local`, `hash`).
     pub embedder: String,
+    /// Also embed each chunk's prose view (`embed.prose_view`; never for a contextual model).
+    pub prose_views: bool,
 }
 
 impl Default for Options {
@@ -87,6 +89,7 @@ impl Default for Options {
             batch_price_per_mtok: 0.0,
             dry_run: false,
             embedder: String::new(),
+            prose_views: false,
         }
     }
 }
@@ -181,6 +184,8 @@ pub struct Metrics {
     pub redelivered: AtomicU64,
     /// Inputs a batch returned an error for: left for the next run.
     pub failed_inputs: AtomicU64,
+    /// Prose views sent to be embedded (beside `cache_misses`, which counts chunks).
+    pub prose_views: AtomicU64,
 }
 
 /// The `embed` object of the run report.
@@ -206,6 +211,9 @@ pub struct EmbedReport {
     pub http_requests: u64,
     pub retries: BTreeMap<String, u64>,
     pub vectors_written: u64,
+    /// Prose views embedded beside the chunks (`embed.prose_view`); their vectors are among
+    /// `vectors_written`.
+    pub prose_views: u64,
     pub parquet_bytes: u64,
     pub dead_lettered: u64,
     /// Inputs cut to fit the model's context.
@@ -288,6 +296,9 @@ struct Pending {
     /// which inputs are sent only as context (already embedded: their vectors are dropped).
     documents: Vec<usize>,
     context: Vec<bool>,
+    /// Which inputs are prose views ([`trawl_core::prose`]): a refused one is left out, not
+    /// dead-lettered (its chunk has its own vector).
+    prose: Vec<bool>,
 }
 
 impl Pending {
@@ -499,6 +510,7 @@ impl EmbedWorker {
                     .map(|(k, v)| ((*k).to_owned(), *v))
                     .collect(),
                 vectors_written: get(&m.vectors_written),
+                prose_views: get(&m.prose_views),
                 parquet_bytes: get(&m.parquet_bytes),
                 dead_lettered: get(&m.dead_lettered),
                 truncated: get(&m.truncated) + c.truncated,
@@ -645,27 +657,31 @@ impl Flows {
             && rows.iter().any(|r| !known(&r.content_hash, &self.pending));
         for r in rows {
             m.chunks.fetch_add(1, Ordering::Relaxed);
-            if known(&r.content_hash, &self.pending) {
-                m.cache_hits.fetch_add(1, Ordering::Relaxed);
-                if whole_file {
-                    let t = self.inner.embedder.count_tokens(&r.indexed_text());
-                    m.tokens_estimated.fetch_add(t, Ordering::Relaxed);
-                    m.tokens_sent.fetch_add(t, Ordering::Relaxed);
+            for (h, view) in self.inner.inputs(r) {
+                let prose = view.is_some();
+                if known(&h, &self.pending) {
+                    if prose {
+                        continue;
+                    }
+                    m.cache_hits.fetch_add(1, Ordering::Relaxed);
+                    if whole_file {
+                        let t = self.inner.embedder.count_tokens(&r.indexed_text());
+                        m.tokens_estimated.fetch_add(t, Ordering::Relaxed);
+                        m.tokens_sent.fetch_add(t, Ordering::Relaxed);
+                    }
+                    continue;
                 }
-                continue;
+                let text = self.inner.input_text(r, view);
+                let t = self.inner.embedder.count_tokens(&text);
+                self.pending.index.insert(h, 0);
+                if prose {
+                    m.prose_views.fetch_add(1, Ordering::Relaxed);
+                } else {
+                    m.cache_misses.fetch_add(1, Ordering::Relaxed);
+                }
+                m.tokens_estimated.fetch_add(t, Ordering::Relaxed);
+                m.tokens_sent.fetch_add(t, Ordering::Relaxed);
             }
-            let mut text = r.indexed_text();
-            let limits = self.inner.embedder.limits();
-            if fit(&mut text, limits.max_input_tokens, |t| {
-                self.inner.embedder.count_tokens(t)
-            }) {
-                m.truncated.fetch_add(1, Ordering::Relaxed);
-            }
-            let t = self.inner.embedder.count_tokens(&text);
-            self.pending.index.insert(r.content_hash, 0);
-            m.cache_misses.fetch_add(1, Ordering::Relaxed);
-            m.tokens_estimated.fetch_add(t, Ordering::Relaxed);
-            m.tokens_sent.fetch_add(t, Ordering::Relaxed);
         }
     }
 
@@ -677,7 +693,6 @@ impl Flows {
     ) {
         let inner = &self.inner;
         let m = &inner.metrics;
-        let limits = inner.embedder.limits();
         let mut job = Job {
             delivery: Mutex::new(delivery),
             event,
@@ -693,31 +708,37 @@ impl Flows {
             return;
         }
         for r in rows {
-            let h = r.content_hash;
-            if inner.cache.contains(&h) || self.pending.index.contains_key(&h) {
-                job.hits += 1;
-                m.cache_hits.fetch_add(1, Ordering::Relaxed);
-                continue;
+            for (h, view) in inner.inputs(r) {
+                let prose = view.is_some();
+                let count_hit = |job: &mut Job| {
+                    if !prose {
+                        job.hits += 1;
+                        m.cache_hits.fetch_add(1, Ordering::Relaxed);
+                    }
+                };
+                if inner.cache.contains(&h) || self.pending.index.contains_key(&h) {
+                    count_hit(&mut job);
+                    continue;
+                }
+                if let Some(f) = self.in_flight.get(&h) {
+                    count_hit(&mut job);
+                    job.deps.push(f.clone());
+                    continue;
+                }
+                let text = inner.input_text(r, view);
+                let p = &mut self.pending;
+                p.index.insert(h, p.texts.len());
+                job.own.push(p.texts.len());
+                p.hashes.push(h);
+                p.tokens.push(inner.embedder.count_tokens(&text));
+                p.texts.push(text);
+                p.prose.push(prose);
+                if prose {
+                    m.prose_views.fetch_add(1, Ordering::Relaxed);
+                } else {
+                    m.cache_misses.fetch_add(1, Ordering::Relaxed);
+                }
             }
-            if let Some(f) = self.in_flight.get(&h) {
-                job.hits += 1;
-                m.cache_hits.fetch_add(1, Ordering::Relaxed);
-                job.deps.push(f.clone());
-                continue;
-            }
-            let mut text = r.indexed_text();
-            if fit(&mut text, limits.max_input_tokens, |t| {
-                inner.embedder.count_tokens(t)
-            }) {
-                m.truncated.fetch_add(1, Ordering::Relaxed);
-            }
-            let p = &mut self.pending;
-            p.index.insert(h, p.texts.len());
-            job.own.push(p.texts.len());
-            p.hashes.push(h);
-            p.tokens.push(inner.embedder.count_tokens(&text));
-            p.texts.push(text);
-            m.cache_misses.fetch_add(1, Ordering::Relaxed);
         }
         self.pending.jobs.push(job);
         self.pending
@@ -781,6 +802,7 @@ impl Flows {
                 p.tokens.push(t);
                 p.texts.push(text);
                 p.context.push(context);
+                p.prose.push(false);
                 doc_len += 1;
                 doc_tokens += t;
             }
@@ -829,6 +851,28 @@ impl Flows {
 }
 
 impl Inner {
+    /// What `r` asks to be embedded, under which key: the chunk itself (`None`: its
+    /// [`ChunkRecord::indexed_text`], made only when it is sent), then its prose view when
+    /// the worker embeds those ([`trawl_core::prose`]).
+    /// The text sent for one of [`Inner::inputs`] (`view`: a prose view; `None`: the chunk
+    /// itself), cut to the embedder's limit; a chunk cut is counted as `truncated`.
+    fn input_text(&self, r: &ChunkRecord, view: Option<String>) -> String {
+        let prose = view.is_some();
+        let mut text = view.unwrap_or_else(|| r.indexed_text());
+        let limit = self.embedder.limits().max_input_tokens;
+        if fit(&mut text, limit, |t| self.embedder.count_tokens(t)) && !prose {
+            self.metrics.truncated.fetch_add(1, Ordering::Relaxed);
+        }
+        text
+    }
+
+    fn inputs(&self, r: &ChunkRecord) -> impl Iterator<Item = (ContentHash, Option<String>)> {
+        let prose = (self.opts.prose_views && !self.embedder.contextual())
+            .then(|| r.prose_input())
+            .flatten();
+        std::iter::once((r.content_hash, None)).chain(prose.map(|(k, v)| (k, Some(v))))
+    }
+
     async fn dead_letter(&self, d: Delivery, error: String) {
         let Some(bus) = &self.bus else { return };
         if trawl_core::bus::dead_letter(bus.as_ref(), trawl_core::bus::Topic::Chunks, d, error)
@@ -1017,6 +1061,10 @@ impl Inner {
         }
         let mut dead_per_job = vec![0u32; p.jobs.len()];
         for (i, why) in refused {
+            if p.prose.get(i).copied().unwrap_or(false) {
+                tracing::warn!(key = %p.hashes[i], error = %why, "the provider refused a chunk's prose view; the chunk keeps its own vector");
+                continue;
+            }
             let j = owner[&i];
             dead_per_job[j] += 1;
             let job = &p.jobs[j];

@@ -41,6 +41,21 @@ fn scalar(space: &Space) -> Result<(ScalarKind, MetricKind), IndexError> {
 }
 
 /// usearch options for vectors of `space`.
+/// The bit a vector index key carries when its vector is a doc's prose view
+/// ([`trawl_core::prose`]): the key is the doc's ord with this bit set, so a doc has at most
+/// two vectors, and [`doc_of_key`] gives the doc of either.
+pub const PROSE_KEY_BIT: u64 = 1 << 32;
+
+/// The key of doc `ord`'s prose vector.
+pub fn prose_key(ord: u64) -> u64 {
+    ord | PROSE_KEY_BIT
+}
+
+/// The doc a vector index key belongs to.
+pub fn doc_of_key(key: u64) -> u64 {
+    key & !PROSE_KEY_BIT
+}
+
 pub fn index_options(space: &Space) -> Result<IndexOptions, IndexError> {
     let (quantization, metric) = scalar(space)?;
     Ok(IndexOptions {

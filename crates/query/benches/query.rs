@@ -90,6 +90,7 @@ async fn ensure_index(n: usize, base: &[DocRow]) -> Store {
         .map(|i| LiveDoc {
             doc: doc(base, i),
             vector: Some(VectorData::F32(clustered(i as u64))),
+            prose: None,
         })
         .collect();
     let opts = BuildOptions {

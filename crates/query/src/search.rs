@@ -15,6 +15,7 @@ use trawl_core::ChunkKind;
 use trawl_core::config::{Fusion, QueryConfig};
 use trawl_index::VectorData;
 use trawl_index::docs::DocRow;
+use trawl_index::segment;
 
 use crate::QueryError;
 use crate::access::{Access, globset};
@@ -359,6 +360,9 @@ fn ranked_at(
         dims,
         binary,
         exact_below: params.exact_scan_below,
+        // A prose view is words about code: it answers a question in words; a name, a
+        // pasted message or a key is matched as it is spelled.
+        prose: params.prose_vectors && intent == Intent::Natural,
     };
     // HyDE's arm searches only beside the question's own vector, in hybrid mode.
     let hyde_arm = VectorArm {
@@ -787,6 +791,8 @@ struct VectorArm<'a> {
     binary: bool,
     /// `query.exact_scan_below`.
     exact_below: f64,
+    /// `query.prose_vectors`: a doc's prose vector counts too.
+    prose: bool,
 }
 
 fn vector_arm(
@@ -801,39 +807,59 @@ fn vector_arm(
         dims,
         binary,
         exact_below,
+        prose,
     } = *arm;
     let (Some(index), Some(q)) = (&seg.vectors, vector) else {
         return Ok(Vec::new());
     };
-    let all = f.passes_all();
-    let pred = |key: u64| f.ok(key);
+    // A doc may have two vectors, its own and its prose view's (keyed apart by
+    // `segment::PROSE_KEY_BIT`): twice as many are taken, and each doc scores by the nearer.
+    let all = f.passes_all() && prose;
+    let pred =
+        |key: u64| (prose || key & segment::PROSE_KEY_BIT == 0) && f.ok(segment::doc_of_key(key));
+    let doc_pred = |ord: u64| f.ok(ord);
+    let wanted = if prose { 2 * n } else { n };
     let err =
         |e: &dyn std::fmt::Display| QueryError::Index(format!("vector search in {}: {e}", seg.dir));
     // A filter that admits few docs makes the filtered HNSW walk most of the graph to find
     // them: below `exact_below` of the segment, scanning the admitted docs is faster.
-    let exact = if all {
+    let exact = if f.passes_all() {
         None
     } else {
-        selective(seg.docs.len(), exact_below, n, &pred)
+        selective(seg.docs.len(), exact_below, n, &doc_pred)
     };
-    let pairs: Vec<(u64, f32)> = if let Some(keys) = exact {
-        exact_scan(index, q, &keys, n)?
+    let pairs: Vec<(u64, f32)> = if let Some(docs) = exact {
+        let keys: Vec<u64> = if prose {
+            docs.iter()
+                .flat_map(|&o| [o, segment::prose_key(o)])
+                .collect()
+        } else {
+            docs
+        };
+        exact_scan(index, q, &keys, wanted)?
     } else {
         let r = match q {
-            VectorData::F32(v) if all => index.search(v, n),
-            VectorData::F32(v) => index.filtered_search(v, n, pred),
-            VectorData::I8(v) if all => index.search(v, n),
-            VectorData::I8(v) => index.filtered_search(v, n, pred),
-            VectorData::Bits(b) if all => index.search(usearch::b1x8::from_u8s(b), n),
-            VectorData::Bits(b) => index.filtered_search(usearch::b1x8::from_u8s(b), n, pred),
+            VectorData::F32(v) if all => index.search(v, wanted),
+            VectorData::F32(v) => index.filtered_search(v, wanted, pred),
+            VectorData::I8(v) if all => index.search(v, wanted),
+            VectorData::I8(v) => index.filtered_search(v, wanted, pred),
+            VectorData::Bits(b) if all => index.search(usearch::b1x8::from_u8s(b), wanted),
+            VectorData::Bits(b) => index.filtered_search(usearch::b1x8::from_u8s(b), wanted, pred),
         }
         .map_err(|e| err(&e))?;
         r.keys.into_iter().zip(r.distances).collect()
     };
+    // Nearest first: the first key of a doc is its nearer vector.
+    let mut pairs = pairs;
+    pairs.sort_by(|a, b| a.1.total_cmp(&b.1).then(a.0.cmp(&b.0)));
+    let mut seen = std::collections::HashSet::new();
     Ok(pairs
         .into_iter()
         // A filtered search may return fewer keys; never trust one that fails the filter.
-        .filter(|(key, _)| f.ok(*key))
+        .filter(|&(key, _)| pred(key))
+        .map(|(key, d)| (segment::doc_of_key(key), d))
+        .filter(|&(ord, _)| seen.insert(ord))
+        .take(n)
         .map(|(key, d)| {
             let sim = if binary {
                 1.0 - f64::from(d) / f64::from(dims)

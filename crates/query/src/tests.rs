@@ -33,6 +33,7 @@ fn live(i: u64, repo: &str, text: &str) -> LiveDoc {
             (1, 3),
         ),
         vector: Some(VectorData::F32(unit(i))),
+        prose: None,
     }
 }
 
@@ -58,6 +59,15 @@ fn space() -> Space {
         model: "test".into(),
         dims: DIMS as u32,
         dtype: Dtype::Float,
+    }
+}
+
+/// Two shards, built on one thread.
+fn two_shards() -> BuildOptions {
+    BuildOptions {
+        shards: trawl_core::config::Shards::Fixed(2),
+        threads: 1,
+        ..BuildOptions::default()
     }
 }
 
@@ -243,11 +253,7 @@ async fn a_cached_segment_is_trusted_by_its_content_not_its_directory_name() {
 async fn filters_and_access_apply_inside_the_vector_arm_before_top_k() {
     let store = Store::memory();
     let cache = tempfile::tempdir().unwrap();
-    let opts = BuildOptions {
-        shards: trawl_core::config::Shards::Fixed(2),
-        threads: 1,
-        ..BuildOptions::default()
-    };
+    let opts = two_shards();
     let g = build_and_open(&store, corpus(400), &opts, cache.path()).await;
     let req = SearchRequest {
         mode: Mode::Vector,
@@ -279,6 +285,62 @@ async fn filters_and_access_apply_inside_the_vector_arm_before_top_k() {
     assert!(hits.iter().all(|h| h.path.starts_with("src/m1")));
 }
 
+/// A chunk's prose view has a vector of its own beside the chunk's: the vector arm finds the
+/// chunk by the nearer of the two, once, in an HNSW walk and in an exact scan alike; off
+/// (`query.prose_vectors = false`), only the chunk's own vector counts. A prose vector
+/// without the chunk's own is not indexed (the chunk still waits for its vector).
+#[tokio::test]
+async fn a_chunk_is_found_by_meaning_through_its_prose_view() {
+    let store = Store::memory();
+    let cache = tempfile::tempdir().unwrap();
+    let opts = two_shards();
+    let mut docs = corpus(400);
+    docs[7].prose = Some(VectorData::F32(unit(1_000)));
+    docs[8].vector = None;
+    docs[8].prose = Some(VectorData::F32(unit(2_000)));
+    let g = build_and_open(&store, docs, &opts, cache.path()).await;
+    let req = SearchRequest {
+        mode: Mode::Vector,
+        k: Some(10),
+        ..SearchRequest::new("where is a request handled and answered?")
+    };
+    let search_with = |q: u64, req: &SearchRequest, prose: bool| -> Vec<String> {
+        let params = QueryConfig {
+            prose_vectors: prose,
+            ..QueryConfig::default()
+        };
+        let filter = Filter::new(req, Access::all()).unwrap();
+        let v = VectorData::F32(unit(q));
+        let ranked = search::candidates(&g, req, 10, filter, Some(&v), &params)
+            .unwrap()
+            .candidates;
+        search::finish(&g, &ranked, 10, false, &Access::all(), "")
+            .into_iter()
+            .map(|h| h.symbol.clone().unwrap_or_default())
+            .collect()
+    };
+    let found = search_with(1_000, &req, true);
+    assert_eq!(found[0], "handler_7", "{found:?}");
+    assert_eq!(found.len(), 10);
+    assert_eq!(
+        found.iter().filter(|s| *s == "handler_7").count(),
+        1,
+        "{found:?}"
+    );
+    // Its own vector still finds it.
+    assert_eq!(search_with(7, &req, true)[0], "handler_7");
+    // Off, the prose vector is not searched.
+    assert!(!search_with(1_000, &req, false).contains(&"handler_7".to_string()));
+    // A filter admitting a few docs is answered by an exact scan: the same.
+    let mut few = req.clone();
+    few.path = vec!["src/m7*".into()];
+    let found = search_with(1_000, &few, true);
+    assert_eq!(found[0], "handler_7", "{found:?}");
+    assert_eq!(found.iter().filter(|s| *s == "handler_7").count(), 1);
+    // No vector of its own: its prose vector was not indexed.
+    assert!(!search_with(2_000, &req, true).contains(&"handler_8".to_string()));
+}
+
 fn doc_at(path: &str, kind: &str, symbol: &str, text: &str, lines: (u32, u32)) -> LiveDoc {
     let mut doc = trawl_index::testing::function_doc("github.com/a/svc", path, symbol, text, lines);
     doc.kind = kind.parse().unwrap();
@@ -288,6 +350,7 @@ fn doc_at(path: &str, kind: &str, symbol: &str, text: &str, lines: (u32, u32)) -
         vector: Some(VectorData::F32(unit(
             u64::from(lines.0) + path.len() as u64,
         ))),
+        prose: None,
     }
 }
 

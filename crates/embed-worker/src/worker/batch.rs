@@ -27,7 +27,7 @@ use serde::{Deserialize, Serialize};
 use trawl_core::ids::ContentHash;
 use trawl_core::records::{self, ChunkRecord};
 use trawl_embed::batch::{BatchStatus, VoyageBatches};
-use trawl_embed::embedder::{EmbedError, fit};
+use trawl_embed::embedder::EmbedError;
 
 use super::{BatchReport, EmbedWorker, RunReport, WorkerError, lock, record};
 
@@ -108,7 +108,6 @@ impl EmbedWorker {
         }
 
         let parts = inner.chunk_parts().await?;
-        let limits = inner.embedder.limits();
         let cfg = batches.config().clone();
         let mut seen = HashSet::new();
         let mut gather = Gather::default();
@@ -121,31 +120,34 @@ impl EmbedWorker {
             m.parts.fetch_add(1, Ordering::Relaxed);
             m.chunks.fetch_add(rows.len() as u64, Ordering::Relaxed);
             for r in rows {
-                let h = r.content_hash;
-                if inner.cache.contains(&h) || !seen.insert(h) {
-                    m.cache_hits.fetch_add(1, Ordering::Relaxed);
-                    continue;
+                for (h, view) in inner.inputs(&r) {
+                    let prose = view.is_some();
+                    if inner.cache.contains(&h) || !seen.insert(h) {
+                        if !prose {
+                            m.cache_hits.fetch_add(1, Ordering::Relaxed);
+                        }
+                        continue;
+                    }
+                    if prose {
+                        m.prose_views.fetch_add(1, Ordering::Relaxed);
+                    } else {
+                        m.cache_misses.fetch_add(1, Ordering::Relaxed);
+                    }
+                    if submitted.contains(&h) {
+                        continue;
+                    }
+                    let text = inner.input_text(&r, view);
+                    let tokens = inner.embedder.count_tokens(&text);
+                    let line = VoyageBatches::line(&h.to_hex(), &text);
+                    let full = gather.inputs.len() >= cfg.max_inputs
+                        || (gather.jsonl.len() + line.len()) as u64 > cfg.max_file_bytes;
+                    if full && !gather.inputs.is_empty() {
+                        self.submit(&batches, &mut state, &key, std::mem::take(&mut gather))
+                            .await?;
+                    }
+                    gather.jsonl.extend_from_slice(&line);
+                    gather.inputs.push((h, tokens));
                 }
-                m.cache_misses.fetch_add(1, Ordering::Relaxed);
-                if submitted.contains(&h) {
-                    continue;
-                }
-                let mut text = r.indexed_text();
-                if fit(&mut text, limits.max_input_tokens, |t| {
-                    inner.embedder.count_tokens(t)
-                }) {
-                    m.truncated.fetch_add(1, Ordering::Relaxed);
-                }
-                let tokens = inner.embedder.count_tokens(&text);
-                let line = VoyageBatches::line(&h.to_hex(), &text);
-                let full = gather.inputs.len() >= cfg.max_inputs
-                    || (gather.jsonl.len() + line.len()) as u64 > cfg.max_file_bytes;
-                if full && !gather.inputs.is_empty() {
-                    self.submit(&batches, &mut state, &key, std::mem::take(&mut gather))
-                        .await?;
-                }
-                gather.jsonl.extend_from_slice(&line);
-                gather.inputs.push((h, tokens));
             }
         }
         if !gather.inputs.is_empty() {
