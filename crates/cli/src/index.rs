@@ -284,9 +284,17 @@ pub async fn run(cfg: &Config, args: Args) -> anyhow::Result<ExitCode> {
         "  chunk    {} files → {} chunks, {} dead letters",
         r.chunk.files, r.chunk.chunks, r.chunk.dead_letters
     );
+    let views = if e.prose_views > 0 {
+        format!(" (and {} prose views)", e.prose_views)
+    } else {
+        String::new()
+    };
     println!(
-        "  embed    {} chunks: {} already embedded, {} embedded now · {}",
-        e.chunks, e.cache_hits, e.vectors_written, r.space
+        "  embed    {} chunks: {} already embedded, {} embedded now{views} · {}",
+        e.chunks,
+        e.cache_hits,
+        e.vectors_written.saturating_sub(e.prose_views),
+        r.space
     );
     println!(
         "  index    generation {} live: {} chunks from {} repositories ({} with vectors), {} shards ({} reused)",

@@ -188,6 +188,16 @@ pub struct Metrics {
     pub prose_views: AtomicU64,
 }
 
+impl Metrics {
+    /// Vectors written for chunks, the prose views' left out (those are counted as they are
+    /// sent: until they are written, this is low, never high).
+    pub fn chunk_vectors_written(&self) -> u64 {
+        self.vectors_written
+            .load(Ordering::Relaxed)
+            .saturating_sub(self.prose_views.load(Ordering::Relaxed))
+    }
+}
+
 /// The `embed` object of the run report.
 #[derive(Clone, Debug, Default, PartialEq, Serialize)]
 pub struct EmbedReport {

@@ -130,7 +130,8 @@ pub struct Snapshot {
     pub files_changed: u64,
     /// The chunk worker's counters.
     pub chunked: MetricsSnapshot,
-    /// Chunks whose vector was in the cache, and vectors written.
+    /// Chunks whose vector was in the cache, and chunks' vectors written (prose views'
+    /// left out).
     pub cache_hits: u64,
     pub vectors_written: u64,
     /// The build: shard `shard` of `shards` (0 of 0 while the live set is computed), and the
@@ -170,7 +171,7 @@ impl Status {
             files_changed: get(&c.events),
             chunked: self.chunk.snapshot(),
             cache_hits: get(&self.embed.cache_hits),
-            vectors_written: get(&self.embed.vectors_written),
+            vectors_written: self.embed.chunk_vectors_written(),
             shard: c.shard.load(Ordering::Relaxed),
             shards: c.shards.load(Ordering::Relaxed),
             swapping: get(&c.swapping),
@@ -434,7 +435,7 @@ impl Pipeline {
             let em = embed.metrics();
             let done = |a: &AtomicU64| a.load(Ordering::Relaxed);
             let waiting = done(&status.chunk.chunks).saturating_sub(
-                done(&em.cache_hits) + done(&em.vectors_written) + done(&em.dead_lettered),
+                done(&em.cache_hits) + em.chunk_vectors_written() + done(&em.dead_lettered),
             );
             if (waiting > 0 || deferred.files > 0)
                 && opts.embedder != EmbedderKind::Hash
@@ -496,6 +497,7 @@ impl Pipeline {
                 .await
                 .map_err(PipelineError::Resume)?;
             embedded_report.embed.vectors_written += r.embed.vectors_written;
+            embedded_report.embed.prose_views += r.embed.prose_views;
             embedded_report.embed.chunks += r.embed.chunks;
         }
         if report.failed() == report.repos.len() {
