@@ -338,6 +338,109 @@ fn an_unchanged_index_run_keeps_the_live_generation_instead_of_building_one() {
     assert!(changed.contains("generation 2"), "{changed}");
 }
 
+/// The live generation's manifest under the store `root`.
+fn manifest(root: &std::path::Path) -> serde_json::Value {
+    let cur: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(root.join("index/CURRENT")).unwrap()).unwrap();
+    let g = cur["generation"].as_u64().unwrap();
+    serde_json::from_slice(
+        &std::fs::read(root.join(format!("index/gen={g}/manifest.json"))).unwrap(),
+    )
+    .unwrap()
+}
+
+/// The prose views' vectors a manifest's segments hold.
+fn prose_vectors(m: &serde_json::Value) -> u64 {
+    m["shards"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|s| s["segments"].as_array().unwrap())
+        .map(|seg| {
+            seg["prose_vectors"]
+                .as_u64()
+                .expect("every segment counts them")
+        })
+        .sum()
+}
+
+/// With `embed.prose_view` on, a night that rebuilds one repository's shards reads the kept
+/// repositories' docs back from their segments with both their vectors: the generation holds
+/// as many prose vectors as the same inputs built whole. Off, the segments say they hold none.
+#[test]
+fn prose_views_are_kept_by_an_incremental_build_that_reads_other_repositories_back() {
+    let a = SourceRepo::named("views-a");
+    let b = SourceRepo::named("views-b");
+    a.commit(
+        &[("cart.py", file("def add_item(cart, item):\n    \"\"\"Put an item in the cart.\"\"\"\n    cart.append(item)\n"))],
+        false,
+    );
+    b.commit(
+        &[
+            ("pay.py", file("def charge(card, amount):\n    \"\"\"Take the amount from the card.\"\"\"\n    return card.debit(amount)\n")),
+            ("refund.py", file("def refund(card, amount):\n    # Give the money back.\n    return card.credit(amount)\n")),
+        ],
+        false,
+    );
+    let work = tempfile::tempdir().unwrap();
+    let root = work.path().join(".trawl");
+    let (pa, pb) = (a.path(), b.path());
+    let index = |extra: &[&str]| {
+        crate::search::ok(
+            &crate::search::trawl(work.path())
+                .args(["--set", "embed.prose_view=true"])
+                .args(extra)
+                .arg("index")
+                .args([&pa, &pb])
+                .args(["--embedder", "hash"])
+                .output()
+                .unwrap(),
+        )
+    };
+    let first = index(&[]);
+    assert!(first.contains("prose views"), "{first}");
+    let whole = prose_vectors(&manifest(&root));
+    assert!(whole >= 3, "a view beside each function: {whole}");
+
+    // a changes; every changed shard is merged into one segment, so b's docs are read back.
+    a.commit(
+        &[("cart.py", file("def add_item(cart, item):\n    \"\"\"Put an item in the cart.\"\"\"\n    cart.insert(0, item)\n"))],
+        false,
+    );
+    index(&["--set", "compact.max_segments=1"]);
+    let night = manifest(&root);
+    assert_eq!(night["build"]["repos_rebuilt"], 1, "{night}");
+    assert!(
+        night["build"]["shards_rebuilt"].as_u64().unwrap() > 0,
+        "{night}"
+    );
+    let kept = prose_vectors(&night);
+    crate::search::ok(
+        &crate::search::trawl(work.path())
+            .args([
+                "--set",
+                "embed.prose_view=true",
+                "compact",
+                "--full",
+                "--embedder",
+                "hash",
+            ])
+            .output()
+            .unwrap(),
+    );
+    assert_eq!(
+        kept,
+        prose_vectors(&manifest(&root)),
+        "as many as built whole"
+    );
+    assert_eq!(kept, whole, "one view per function, before and after");
+
+    // Without views, every segment says it holds none: searches need not tell keys apart.
+    let plain = tempfile::tempdir().unwrap();
+    crate::search::index(plain.path(), &[&pa, &pb], "hash");
+    assert_eq!(prose_vectors(&manifest(&plain.path().join(".trawl"))), 0);
+}
+
 #[test]
 fn a_changed_night_rebuilds_only_the_changed_repositories_and_equals_a_full_build() {
     let cart_repo = SourceRepo::named("night-a");
@@ -401,15 +504,6 @@ fn a_changed_night_rebuilds_only_the_changed_repositories_and_equals_a_full_buil
             .unwrap(),
     );
     let root = work.path().join(".trawl");
-    let manifest = |root: &std::path::Path| -> serde_json::Value {
-        let cur: serde_json::Value =
-            serde_json::from_slice(&std::fs::read(root.join("index/CURRENT")).unwrap()).unwrap();
-        let g = cur["generation"].as_u64().unwrap();
-        serde_json::from_slice(
-            &std::fs::read(root.join(format!("index/gen={g}/manifest.json"))).unwrap(),
-        )
-        .unwrap()
-    };
     let night = manifest(&root);
     assert_eq!(night["build"]["repos_rebuilt"], 2, "a and c only: {night}");
     let found = |q: &str| {

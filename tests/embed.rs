@@ -245,9 +245,11 @@ async fn each_chunk_of_code_gets_one_vector_of_its_prose_view_beside_its_own() {
             got[&c.content_hash][0].vector.as_deref(),
             Some(&hash.vector(&c.indexed_text())[..])
         );
-        let Some((key, view)) = c.prose_input() else {
+        let Some(key) = c.prose_key() else {
+            assert_eq!(c.prose_view(), None, "no key, no view");
             continue;
         };
+        let view = c.prose_view().expect("a key, a view");
         assert_ne!(key, c.content_hash);
         assert_eq!(got[&key].len(), 1, "one vector per prose view");
         assert_eq!(
@@ -265,6 +267,7 @@ async fn each_chunk_of_code_gets_one_vector_of_its_prose_view_beside_its_own() {
         "chunks are counted alone"
     );
     assert_eq!(e.prose_views as usize, views.len());
+    assert_eq!(e.prose_vectors_written as usize, views.len());
     assert_eq!(e.vectors_written as usize, hashes.len() + views.len());
     assert_eq!(got.len(), hashes.len() + views.len());
 

@@ -222,10 +222,10 @@ fn print_summary(r: &EmbedReport, run: &str) {
         r.dead_lettered,
         r.redelivered
     );
-    if r.prose_views > 0 {
+    if r.prose_vectors_written > 0 {
         println!(
             "  {} of them the prose views of chunks of code (embed.prose_view)",
-            r.prose_views
+            r.prose_vectors_written
         );
     }
     if r.dry_run {

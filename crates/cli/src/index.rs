@@ -284,8 +284,8 @@ pub async fn run(cfg: &Config, args: Args) -> anyhow::Result<ExitCode> {
         "  chunk    {} files → {} chunks, {} dead letters",
         r.chunk.files, r.chunk.chunks, r.chunk.dead_letters
     );
-    let views = if e.prose_views > 0 {
-        format!(" (and {} prose views)", e.prose_views)
+    let views = if e.prose_vectors_written > 0 {
+        format!(" (and {} prose views)", e.prose_vectors_written)
     } else {
         String::new()
     };
@@ -293,7 +293,7 @@ pub async fn run(cfg: &Config, args: Args) -> anyhow::Result<ExitCode> {
         "  embed    {} chunks: {} already embedded, {} embedded now{views} · {}",
         e.chunks,
         e.cache_hits,
-        e.vectors_written.saturating_sub(e.prose_views),
+        e.vectors_written.saturating_sub(e.prose_vectors_written),
         r.space
     );
     println!(

@@ -392,6 +392,7 @@ async fn write_segment(
 ) -> Result<SegmentEntry, CompactError> {
     let mut rows = Vec::with_capacity(docs.len());
     let mut vectors = Vec::new();
+    let mut prose_vectors = 0;
     for (ord, mut d) in docs.into_iter().enumerate() {
         d.doc.ord = ord as u64;
         d.doc.has_vector = d.vector.is_some();
@@ -401,6 +402,7 @@ async fn write_segment(
             // meaning while it waits for its vector.
             if let Some(p) = d.prose {
                 vectors.push((segment::prose_key(ord as u64), p));
+                prose_vectors += 1;
             }
         }
         rows.push(d.doc);
@@ -431,6 +433,7 @@ async fn write_segment(
         dir: dir.to_owned(),
         docs: n_docs,
         vectors: n_vectors,
+        prose_vectors: Some(prose_vectors),
         bytes,
         text_files: names,
     })
@@ -864,11 +867,14 @@ async fn held_docs(
             .into_iter()
             .filter(|d| !dead.contains(&d.ord) && !rebuilt.contains(d.repo_id.as_str()))
             .collect();
-        // Each doc with a vector: its own, then its prose view's (absent when it has none).
+        // Each doc with a vector: its own, then its prose view's (absent when it has none),
+        // asked for only where the segment holds any.
+        let views = seg.prose_vectors != Some(0);
         let with: Vec<u64> = rows
             .iter()
             .filter(|d| d.has_vector)
-            .flat_map(|d| [d.ord, segment::prose_key(d.ord)])
+            .flat_map(|d| [Some(d.ord), views.then(|| segment::prose_key(d.ord))])
+            .flatten()
             .collect();
         let mut vectors = match space {
             Some(space) if !with.is_empty() => {
@@ -888,7 +894,15 @@ async fn held_docs(
         };
         for d in rows {
             let (vector, prose) = if d.has_vector {
-                (vectors.next().flatten(), vectors.next().flatten())
+                let vector = vectors.next().flatten();
+                (
+                    vector,
+                    if views {
+                        vectors.next().flatten()
+                    } else {
+                        None
+                    },
+                )
             } else {
                 (None, None)
             };

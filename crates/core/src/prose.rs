@@ -2,8 +2,8 @@
 //! its path, its comments and docstrings, the sentences in its string literals and the words
 //! of the identifiers it uses. A small sentence model reads a question in words far better
 //! against this than against the code itself (`all-MiniLM-L6-v2` was trained on sentences,
-//! not on code), so each definition gets a second vector, of its prose view, and the vector
-//! arm scores it by the nearer of its two.
+//! not on code), so each definition can get a second vector, of its prose view
+//! (`embed.prose_view`, off by default), and the vector arm scores it by the nearer of its two.
 //!
 //! The view's vector is stored like any other, in the same vector space, under the key
 //! [`key`] derives from the chunk's content hash: the same text has the same view, so the

@@ -318,13 +318,19 @@ impl ChunkRecord {
         format!("{}\n{}", self.header, self.text)
     }
 
-    /// The chunk's prose view and the key its vector is stored under
-    /// ([`crate::prose`]); `None` for prose, tables of contents and commits.
-    pub fn prose_input(&self) -> Option<(ContentHash, String)> {
-        let key = crate::prose::key(&self.content_hash)?;
+    /// The key the vector of the chunk's prose view is stored under ([`crate::prose::key`]);
+    /// `None` for prose, tables of contents and commits, which have no view. Cheap: a cache
+    /// is asked for this key before the view is made.
+    pub fn prose_key(&self) -> Option<ContentHash> {
+        crate::prose::has_view(self.kind)
+            .then(|| crate::prose::key(&self.content_hash))
+            .flatten()
+    }
+
+    /// The chunk's prose view ([`crate::prose::view`]); `None` for a kind that has none.
+    pub fn prose_view(&self) -> Option<String> {
         let name = self.qualified_name.as_deref().or(self.symbol.as_deref());
-        let view = crate::prose::view(self.kind, name, &self.path, &self.text)?;
-        Some((key, view))
+        crate::prose::view(self.kind, name, &self.path, &self.text)
     }
 
     pub fn schema() -> SchemaRef {

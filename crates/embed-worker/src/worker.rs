@@ -186,15 +186,16 @@ pub struct Metrics {
     pub failed_inputs: AtomicU64,
     /// Prose views sent to be embedded (beside `cache_misses`, which counts chunks).
     pub prose_views: AtomicU64,
+    /// Of `vectors_written`, the prose views' vectors.
+    pub prose_vectors_written: AtomicU64,
 }
 
 impl Metrics {
-    /// Vectors written for chunks, the prose views' left out (those are counted as they are
-    /// sent: until they are written, this is low, never high).
+    /// Vectors written for chunks, the prose views' left out.
     pub fn chunk_vectors_written(&self) -> u64 {
         self.vectors_written
             .load(Ordering::Relaxed)
-            .saturating_sub(self.prose_views.load(Ordering::Relaxed))
+            .saturating_sub(self.prose_vectors_written.load(Ordering::Relaxed))
     }
 }
 
@@ -224,6 +225,8 @@ pub struct EmbedReport {
     /// Prose views embedded beside the chunks (`embed.prose_view`); their vectors are among
     /// `vectors_written`.
     pub prose_views: u64,
+    /// Of `vectors_written`, the prose views' vectors.
+    pub prose_vectors_written: u64,
     pub parquet_bytes: u64,
     pub dead_lettered: u64,
     /// Inputs cut to fit the model's context.
@@ -521,6 +524,7 @@ impl EmbedWorker {
                     .collect(),
                 vectors_written: get(&m.vectors_written),
                 prose_views: get(&m.prose_views),
+                prose_vectors_written: get(&m.prose_vectors_written),
                 parquet_bytes: get(&m.parquet_bytes),
                 dead_lettered: get(&m.dead_lettered),
                 truncated: get(&m.truncated) + c.truncated,
@@ -667,8 +671,8 @@ impl Flows {
             && rows.iter().any(|r| !known(&r.content_hash, &self.pending));
         for r in rows {
             m.chunks.fetch_add(1, Ordering::Relaxed);
-            for (h, view) in self.inner.inputs(r) {
-                let prose = view.is_some();
+            for (h, input) in self.inner.inputs(r) {
+                let prose = input == Input::Prose;
                 if known(&h, &self.pending) {
                     if prose {
                         continue;
@@ -681,7 +685,7 @@ impl Flows {
                     }
                     continue;
                 }
-                let text = self.inner.input_text(r, view);
+                let text = self.inner.input_text(r, input);
                 let t = self.inner.embedder.count_tokens(&text);
                 self.pending.index.insert(h, 0);
                 if prose {
@@ -718,8 +722,8 @@ impl Flows {
             return;
         }
         for r in rows {
-            for (h, view) in inner.inputs(r) {
-                let prose = view.is_some();
+            for (h, input) in inner.inputs(r) {
+                let prose = input == Input::Prose;
                 let count_hit = |job: &mut Job| {
                     if !prose {
                         job.hits += 1;
@@ -735,7 +739,7 @@ impl Flows {
                     job.deps.push(f.clone());
                     continue;
                 }
-                let text = inner.input_text(r, view);
+                let text = inner.input_text(r, input);
                 let p = &mut self.pending;
                 p.index.insert(h, p.texts.len());
                 job.own.push(p.texts.len());
@@ -860,27 +864,39 @@ impl Flows {
     }
 }
 
+/// One of the inputs a chunk asks to be embedded ([`Inner::inputs`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Input {
+    /// The chunk itself: its [`ChunkRecord::indexed_text`].
+    Own,
+    /// Its prose view ([`trawl_core::prose`]).
+    Prose,
+}
+
 impl Inner {
-    /// What `r` asks to be embedded, under which key: the chunk itself (`None`: its
-    /// [`ChunkRecord::indexed_text`], made only when it is sent), then its prose view when
-    /// the worker embeds those ([`trawl_core::prose`]).
-    /// The text sent for one of [`Inner::inputs`] (`view`: a prose view; `None`: the chunk
-    /// itself), cut to the embedder's limit; a chunk cut is counted as `truncated`.
-    fn input_text(&self, r: &ChunkRecord, view: Option<String>) -> String {
-        let prose = view.is_some();
-        let mut text = view.unwrap_or_else(|| r.indexed_text());
+    /// What `r` asks to be embedded, under which key: the chunk itself, then its prose view
+    /// when the worker embeds those ([`trawl_core::prose`]). Only keys: a text is made by
+    /// [`Inner::input_text`] once the key is known to be missing from the cache.
+    fn inputs(&self, r: &ChunkRecord) -> impl Iterator<Item = (ContentHash, Input)> {
+        let prose = (self.opts.prose_views && !self.embedder.contextual())
+            .then(|| r.prose_key())
+            .flatten();
+        std::iter::once((r.content_hash, Input::Own)).chain(prose.map(|k| (k, Input::Prose)))
+    }
+
+    /// The text sent for one of [`Inner::inputs`], cut to the embedder's limit; a chunk cut
+    /// is counted as `truncated`.
+    fn input_text(&self, r: &ChunkRecord, input: Input) -> String {
+        let mut text = match input {
+            Input::Own => r.indexed_text(),
+            // `inputs` names a view only for a chunk that has one.
+            Input::Prose => r.prose_view().unwrap_or_else(|| r.indexed_text()),
+        };
         let limit = self.embedder.limits().max_input_tokens;
-        if fit(&mut text, limit, |t| self.embedder.count_tokens(t)) && !prose {
+        if fit(&mut text, limit, |t| self.embedder.count_tokens(t)) && input == Input::Own {
             self.metrics.truncated.fetch_add(1, Ordering::Relaxed);
         }
         text
-    }
-
-    fn inputs(&self, r: &ChunkRecord) -> impl Iterator<Item = (ContentHash, Option<String>)> {
-        let prose = (self.opts.prose_views && !self.embedder.contextual())
-            .then(|| r.prose_input())
-            .flatten();
-        std::iter::once((r.content_hash, None)).chain(prose.map(|(k, v)| (k, Some(v))))
     }
 
     async fn dead_letter(&self, d: Delivery, error: String) {
@@ -962,10 +978,12 @@ impl Inner {
 
     /// Writes `rows` as one embedding part of `space` (sorted, named by its content hashes)
     /// and adds them to the cache; `None` when there are none.
+    /// Writes `rows` as one embedding part; `prose` of them are prose views' vectors.
     async fn write_part(
         &self,
         space: &trawl_embed::Space,
         mut rows: Vec<EmbeddingRecord>,
+        prose: u64,
     ) -> Result<Option<String>, EmbedError> {
         let store_err = |e: trawl_core::Error| EmbedError::Exhausted {
             attempts: 1,
@@ -985,6 +1003,9 @@ impl Inner {
         self.metrics
             .vectors_written
             .fetch_add(rows.len() as u64, Ordering::Relaxed);
+        self.metrics
+            .prose_vectors_written
+            .fetch_add(prose, Ordering::Relaxed);
         self.cache.add(Some(&key), hashes);
         Ok(Some(key))
     }
@@ -1049,6 +1070,7 @@ impl Inner {
             }
         }
         let mut rows = Vec::new();
+        let mut prose = 0;
         let mut refused = Vec::new();
         for (i, o) in outcomes.into_iter().enumerate() {
             if p.context.get(i).copied().unwrap_or(false) {
@@ -1056,11 +1078,14 @@ impl Inner {
                 continue;
             }
             match o.expect("every input has an outcome") {
-                Ok(v) => rows.push(record(&space, p.hashes[i], v, p.tokens[i])),
+                Ok(v) => {
+                    prose += u64::from(p.prose.get(i).copied().unwrap_or(false));
+                    rows.push(record(&space, p.hashes[i], v, p.tokens[i]));
+                }
                 Err(why) => refused.push((i, why)),
             }
         }
-        let key = self.write_part(&space, rows).await?;
+        let key = self.write_part(&space, rows, prose).await?;
 
         // Refused inputs: one dead letter each, counted against the job that owns them.
         let mut owner = HashMap::new();

@@ -43,6 +43,11 @@ pub struct SegmentEntry {
     pub dir: String,
     pub docs: u64,
     pub vectors: u64,
+    /// Of `vectors`, the prose views' ([`trawl_core::prose`], keyed by
+    /// [`crate::segment::prose_key`]). `None` in a manifest written before they were counted:
+    /// read as "may hold some".
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prose_vectors: Option<u64>,
     pub bytes: u64,
     /// Names of the text index's files under `<dir>/text/`.
     pub text_files: Vec<String>,

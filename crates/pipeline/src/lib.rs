@@ -498,6 +498,7 @@ impl Pipeline {
                 .map_err(PipelineError::Resume)?;
             embedded_report.embed.vectors_written += r.embed.vectors_written;
             embedded_report.embed.prose_views += r.embed.prose_views;
+            embedded_report.embed.prose_vectors_written += r.embed.prose_vectors_written;
             embedded_report.embed.chunks += r.embed.chunks;
         }
         if report.failed() == report.repos.len() {

@@ -29,6 +29,9 @@ pub struct Segment {
     pub repo_of: Vec<u32>,
     pub repos: Vec<String>,
     pub vectors: Option<usearch::Index>,
+    /// Whether `vectors` may hold prose views' vectors ([`segment::prose_key`]): without
+    /// any, every key is a doc's own and no search needs to tell them apart.
+    pub prose_vectors: bool,
     pub text: tantivy::Index,
     pub reader: tantivy::IndexReader,
     /// Lowercased symbols and qualified names → ords of definitions.
@@ -675,6 +678,7 @@ fn open_segment(
             repo_of,
             repos,
             vectors,
+            prose_vectors: seg.prose_vectors != Some(0),
             text,
             reader,
             symbols,

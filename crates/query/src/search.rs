@@ -814,7 +814,10 @@ fn vector_arm(
     };
     // A doc may have two vectors, its own and its prose view's (keyed apart by
     // `segment::PROSE_KEY_BIT`): twice as many are taken, and each doc scores by the nearer.
-    let all = f.passes_all() && prose;
+    // A segment without prose vectors is searched as if there were none to leave out.
+    let views = seg.prose_vectors;
+    let prose = prose && views;
+    let all = f.passes_all() && (prose || !views);
     let pred =
         |key: u64| (prose || key & segment::PROSE_KEY_BIT == 0) && f.ok(segment::doc_of_key(key));
     let doc_pred = |ord: u64| f.ok(ord);

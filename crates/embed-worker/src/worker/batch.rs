@@ -110,6 +110,9 @@ impl EmbedWorker {
         let parts = inner.chunk_parts().await?;
         let cfg = batches.config().clone();
         let mut seen = HashSet::new();
+        // The keys of prose views among the inputs, this run's and the resumed batches':
+        // their vectors are counted apart when written.
+        let mut prose_keys = HashSet::new();
         let mut gather = Gather::default();
         for (i, part) in parts.iter().enumerate() {
             progress(i as u64, parts.len() as u64);
@@ -120,8 +123,11 @@ impl EmbedWorker {
             m.parts.fetch_add(1, Ordering::Relaxed);
             m.chunks.fetch_add(rows.len() as u64, Ordering::Relaxed);
             for r in rows {
-                for (h, view) in inner.inputs(&r) {
-                    let prose = view.is_some();
+                for (h, input) in inner.inputs(&r) {
+                    let prose = input == super::Input::Prose;
+                    if prose {
+                        prose_keys.insert(h);
+                    }
                     if inner.cache.contains(&h) || !seen.insert(h) {
                         if !prose {
                             m.cache_hits.fetch_add(1, Ordering::Relaxed);
@@ -136,7 +142,7 @@ impl EmbedWorker {
                     if submitted.contains(&h) {
                         continue;
                     }
-                    let text = inner.input_text(&r, view);
+                    let text = inner.input_text(&r, input);
                     let tokens = inner.embedder.count_tokens(&text);
                     let line = VoyageBatches::line(&h.to_hex(), &text);
                     let full = gather.inputs.len() >= cfg.max_inputs
@@ -155,7 +161,9 @@ impl EmbedWorker {
         }
         progress(parts.len() as u64, parts.len() as u64);
 
-        let ended = self.wait(&batches, &mut state, &key, &resumed).await?;
+        let ended = self
+            .wait(&batches, &mut state, &key, &resumed, &prose_keys)
+            .await?;
         let report = self.report(started).await?;
         if ended.is_empty() {
             Ok(report)
@@ -202,6 +210,7 @@ impl EmbedWorker {
         state: &mut State,
         key: &str,
         resumed: &HashSet<String>,
+        prose_keys: &HashSet<ContentHash>,
     ) -> Result<Vec<String>, WorkerError> {
         let mut delay = batches.config().poll;
         let mut ended = Vec::new();
@@ -218,7 +227,7 @@ impl EmbedWorker {
                     continue;
                 }
                 let sub = state.batches.remove(i);
-                let mut report = self.collect(batches, &status, &sub).await?;
+                let mut report = self.collect(batches, &status, &sub, prose_keys).await?;
                 report.resumed = resumed.contains(&id);
                 if !status.is_completed() {
                     let why = status
@@ -257,6 +266,7 @@ impl EmbedWorker {
         batches: &VoyageBatches,
         status: &BatchStatus,
         sub: &Submitted,
+        prose_keys: &HashSet<ContentHash>,
     ) -> Result<BatchReport, WorkerError> {
         let inner = &self.inner;
         let m = &inner.metrics;
@@ -295,10 +305,11 @@ impl EmbedWorker {
                 _ => report.failed += 1,
             }
             if rows.len() >= per_part {
-                self.write(&space, std::mem::take(&mut rows), id).await?;
+                self.write(&space, std::mem::take(&mut rows), prose_keys, id)
+                    .await?;
             }
         }
-        self.write(&space, rows, id).await?;
+        self.write(&space, rows, prose_keys, id).await?;
         report.embedded = report.inputs - report.failed;
         m.failed_inputs.fetch_add(report.failed, Ordering::Relaxed);
         Ok(report)
@@ -308,10 +319,15 @@ impl EmbedWorker {
         &self,
         space: &trawl_embed::Space,
         rows: Vec<trawl_core::records::EmbeddingRecord>,
+        prose_keys: &HashSet<ContentHash>,
         id: &str,
     ) -> Result<(), WorkerError> {
+        let prose = rows
+            .iter()
+            .filter(|r| prose_keys.contains(&r.content_hash))
+            .count() as u64;
         self.inner
-            .write_part(space, rows)
+            .write_part(space, rows, prose)
             .await
             .map(|_| ())
             .map_err(|e| {
