@@ -390,6 +390,52 @@ fn the_callers_of_a_definition_cut_in_parts_are_found() {
     assert_eq!(hits[0]["symbol"], "start_server", "{hits:?}");
 }
 
+/// Go and Rust raise an error by building a value of its type. Asked who calls the type,
+/// the code that builds it comes first, in either language; and a pasted message finds the
+/// method that writes it, then the code that builds the error.
+#[test]
+fn the_code_that_builds_an_error_type_is_its_caller() {
+    let src = SourceRepo::named("builders");
+    src.commit(
+        &[
+            (
+                "errors.go",
+                file(
+                    "package conf\n\nimport \"fmt\"\n\n// MissingFileError says no config file was found.\ntype MissingFileError struct {\n\tname      string\n\tlocations []string\n}\n\n// Error returns the formatted error.\nfunc (e MissingFileError) Error() string {\n\treturn fmt.Sprintf(\"Config File %q Not Found in %q\", e.name, e.locations)\n}\n",
+                ),
+            ),
+            (
+                "search.go",
+                file(
+                    "package conf\n\n// lookFor searches every directory for the named file.\nfunc lookFor(name string, dirs []string) (string, error) {\n\tfor _, d := range dirs {\n\t\tif present(d, name) {\n\t\t\treturn d, nil\n\t\t}\n\t}\n\treturn \"\", &MissingFileError{name: name, locations: dirs}\n}\n",
+                ),
+            ),
+            (
+                "src/spec.rs",
+                file(
+                    "use std::fmt;\n\n/// A logging spec that could not be read.\npub struct SpecError {\n    at: usize,\n}\n\nimpl fmt::Display for SpecError {\n    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {\n        write!(f, \"invalid logging spec at byte {}\", self.at)\n    }\n}\n\n/// Reads a spec of comma-separated directives.\npub fn read_spec(s: &str) -> Result<Vec<String>, SpecError> {\n    if s.starts_with(',') {\n        return Err(SpecError { at: 0 });\n    }\n    Ok(s.split(',').map(String::from).collect())\n}\n",
+                ),
+            ),
+        ],
+        false,
+    );
+    let work = tempfile::tempdir().unwrap();
+    index(work.path(), &[&src.path()], "hash");
+    let hits = search_json(work.path(), &["who calls MissingFileError?", "-k", "3"]);
+    assert_eq!(hits[0]["symbol"], "lookFor", "{hits:?}");
+    let hits = search_json(work.path(), &["who calls SpecError?", "-k", "3"]);
+    assert_eq!(hits[0]["symbol"], "read_spec", "{hits:?}");
+    let hits = search_json(
+        work.path(),
+        &["Config File \"app\" Not Found in [\"/etc/app\"]", "-k", "3"],
+    );
+    assert_eq!(hits[0]["symbol"], "MissingFileError.Error", "{hits:?}");
+    assert_eq!(
+        hits[1]["symbol"], "lookFor",
+        "where it is raised, next: {hits:?}"
+    );
+}
+
 #[test]
 fn a_long_prose_section_is_cut_where_its_topic_changes() {
     let src = SourceRepo::named("runbook");

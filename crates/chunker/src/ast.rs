@@ -1673,13 +1673,23 @@ impl<'s> Walker<'s> {
                 let t = &t[..crate::text::floor_boundary(t, 200)];
                 imports.push(t.to_owned());
                 descend = false;
-            } else if let Some(name) = call_ids
+            } else if let Some(callee) = call_ids
                 .iter()
                 .filter(|(k, _)| *k == kind)
                 .find_map(|(_, field)| node.child_by_field_id(field.get()))
-                .and_then(|callee| callee_name(self.text(callee)))
+                // A literal of a slice, map or anonymous struct names no type of its own.
+                .filter(|c| !UNNAMED_TYPES.contains(&c.kind()))
             {
-                calls.push((node.start_byte(), name));
+                let text = self.text(callee);
+                // `Self { .. }` names the type it is in, not one to resolve.
+                if let Some(name) = callee_name(text).filter(|n| n != "Self") {
+                    calls.push((node.start_byte(), name));
+                }
+                // `Error::new(…)`, `Config::default()`: a call of a type's function uses
+                // the type too.
+                if let Some(owner) = path_owner(text) {
+                    calls.push((node.start_byte(), owner));
+                }
             }
             if descend && cursor.goto_first_child() {
                 continue;
@@ -2023,6 +2033,36 @@ fn line_indent(src: &str, at: usize) -> String {
 
 /// The last identifier of a callee expression: `self.queue.put` → `put`, `Vec::<T>::new` →
 /// `new`, `new Worker(q).drain` → `drain`.
+/// Type nodes a literal can build that name no type: `[]string{…}`, `map[string]int{…}`,
+/// `struct{ a int }{…}`, `[...]int{…}`.
+const UNNAMED_TYPES: &[&str] = &[
+    "slice_type",
+    "map_type",
+    "array_type",
+    "implicit_length_array_type",
+    "struct_type",
+];
+
+/// The type a `::` path calls a function of (`Error` for `Error::new` and for
+/// `crate::error::Error::from`): the segment before the last, when it is written as a type
+/// is (capitalised), is not `Self`, and is the path's first segment or the path starts at
+/// `crate`, `self` or `super` (`io::Error::new` is another crate's `Error`, not this one's).
+fn path_owner(text: &str) -> Option<String> {
+    let text = strip_generics(text);
+    let (path, _) = text.rsplit_once("::")?;
+    let mut segments: Vec<&str> = path.split("::").map(str::trim).collect();
+    let owner = segments.pop()?;
+    let local = segments
+        .first()
+        .is_none_or(|s| matches!(*s, "crate" | "self" | "super"));
+    let ok = local
+        && owner.starts_with(|c: char| c.is_ascii_uppercase())
+        && owner != "Self"
+        && owner.len() <= 80
+        && owner.chars().all(|c| c.is_alphanumeric() || c == '_');
+    ok.then(|| owner.to_owned())
+}
+
 fn callee_name(text: &str) -> Option<String> {
     let text = strip_generics(text);
     let name = identifiers(&text).last()?;

@@ -1089,3 +1089,58 @@ fn go_interface_methods_are_members_of_the_interface() {
     assert_eq!(by_qualified(&recs, "Getter").members, ["Getter.Get"]);
     assert!(by_qualified(&recs, "Box").members.is_empty());
 }
+
+/// Building a value of a named type is a use of the type, as `new Foo()` is: a Go composite
+/// literal and a Rust struct expression name their type among the chunk's calls, and so does
+/// a call of a type's own function (`Error::new`). A literal of a slice or a map names no
+/// type, and another crate's type (`io::Error::new`) is not this one's.
+#[test]
+fn building_a_value_of_a_named_type_calls_the_type() {
+    let go = "package viper\n\n\
+              func find(name string) (string, error) {\n\
+              \tpaths := []string{\"a\", \"b\"}\n\
+              \tseen := map[string]int{}\n\
+              \t_ = struct{ n int }{1}\n\
+              \tif len(paths) == len(seen) {\n\
+              \t\treturn \"\", ConfigFileNotFoundError{name, paths}\n\
+              \t}\n\
+              \treturn \"\", &remote.ProviderError{Name: name}\n\
+              }\n";
+    let recs = records("file.go", "go", go);
+    let find = by_symbol(&recs, "find");
+    assert_eq!(
+        find.calls,
+        ["len", "ConfigFileNotFoundError", "ProviderError"],
+        "{:?}",
+        find.calls
+    );
+
+    let rust = "fn parse(s: &str) -> Result<Spec, ParseError> {\n\
+                \x20   if s.is_empty() {\n\
+                \x20       return Err(ParseError { at: 0 });\n\
+                \x20   }\n\
+                \x20   let _ = std::io::Error::new(std::io::ErrorKind::Other, \"x\");\n\
+                \x20   let _ = io::Error::other(\"y\");\n\
+                \x20   let spec = Spec::new(s);\n\
+                \x20   let _ = crate::error::Kind::from(1);\n\
+                \x20   Self::check(Self { spec })\n\
+                }\n";
+    let recs = records("src/parse.rs", "rust", rust);
+    let parse = by_symbol(&recs, "parse");
+    assert_eq!(
+        parse.calls,
+        [
+            "is_empty",
+            "Err",
+            "ParseError",
+            "new",
+            "other",
+            "Spec",
+            "from",
+            "Kind",
+            "check"
+        ],
+        "{:?}",
+        parse.calls
+    );
+}

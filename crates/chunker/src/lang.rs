@@ -185,9 +185,13 @@ pub static SPECS: &[Spec] = &[
         comments: C_LIKE_COMMENTS,
         attributes: &["attribute_item"],
         imports: &["use_declaration", "extern_crate_declaration"],
+        // A struct built (`ParseError { .. }`) is a use of its type, as `new Foo()` is in
+        // JavaScript: an error type's message is written by its `Display` impl and the
+        // error happens where it is built.
         calls: &[
             ("call_expression", "function"),
             ("macro_invocation", "macro"),
+            ("struct_expression", "name"),
         ],
         item_macros: true,
         ..BASE
@@ -205,7 +209,12 @@ pub static SPECS: &[Spec] = &[
         ],
         groups: &["type_declaration"],
         imports: &["import_declaration"],
-        calls: &[("call_expression", "function")],
+        // A composite literal of a named type (`&ConfigFileNotFoundError{…}`) is a use of
+        // the type, as a constructor call is elsewhere.
+        calls: &[
+            ("call_expression", "function"),
+            ("composite_literal", "type"),
+        ],
         ..BASE
     },
     Spec {

@@ -839,8 +839,10 @@ pub fn adjust<'a, S: std::hash::BuildHasher>(
 /// calls it is where the error happens. The first few chunks whose literals produce the
 /// message (in fused order) lend `share` of their score to their callers, up to just below
 /// their own; a constructor's callers are its class's (`new HTTPError(…)`, `raise
-/// NoSuchOption(…)`). A producer called from many places says little about any of them: it
-/// lends nothing.
+/// NoSuchOption(…)`), and so are those of what writes a type's message (a Go `Error()`
+/// method, a Rust `Display` impl, a Python `__str__`): the code that builds the value
+/// (`ConfigFileNotFoundError{…}`, `ParseError { .. }`, `Error::new(…)`). A producer called
+/// from many places says little about any of them: it lends nothing.
 fn lend_to_raisers<'a, S: std::hash::BuildHasher>(
     fused: &mut HashMap<Key, f64, S>,
     producers: &HashSet<Key>,
@@ -858,7 +860,7 @@ fn lend_to_raisers<'a, S: std::hash::BuildHasher>(
     for (key, score) in first {
         let d = doc(key);
         let mut raisers = callers(key);
-        if let Some(owner) = constructor_owner(d) {
+        if let Some(owner) = message_owner(d) {
             for class in definitions(&normalize_symbol(owner)) {
                 let c = doc(class);
                 if c.repo_id == d.repo_id && c.path == d.path && c.kind.is_container() {
@@ -881,11 +883,25 @@ fn lend_to_raisers<'a, S: std::hash::BuildHasher>(
     }
 }
 
-/// The class a constructor builds (`HTTPError` for `HTTPError.constructor`, `NoSuchOption`
-/// for `NoSuchOption.__init__`), whose callers are the constructor's.
-fn constructor_owner(d: &DocRow) -> Option<&str> {
-    let (owner, member) = d.qualified_name.as_deref()?.rsplit_once('.')?;
-    matches!(member, "constructor" | "__init__").then_some(owner)
+/// The type whose values a chunk builds or describes, whose callers are the chunk's: the
+/// class a constructor builds (`HTTPError` for `HTTPError.constructor`, `NoSuchOption` for
+/// `NoSuchOption.__init__`), and the type whose message a member writes (`Error()` in Go,
+/// `fmt`, `__str__`, `toString`) or a formatting impl is for (`Display for ParseError`,
+/// `fmt::Display for Error<T>`).
+fn message_owner(d: &DocRow) -> Option<&str> {
+    let q = d.qualified_name.as_deref().or(d.symbol.as_deref())?;
+    if d.kind == ChunkKind::Impl {
+        let (tr, ty) = q.split_once(" for ")?;
+        let tr = tr.rsplit("::").next()?;
+        let ty = ty.split('<').next()?.rsplit("::").next()?.trim();
+        return (matches!(tr, "Display" | "Debug") && !ty.is_empty()).then_some(ty);
+    }
+    let (owner, member) = q.rsplit_once('.')?;
+    matches!(
+        member,
+        "constructor" | "__init__" | "__str__" | "Error" | "fmt" | "toString"
+    )
+    .then_some(owner)
 }
 
 /// Adds `score` to the definitions of `repo` that `names` name. A name that many
@@ -1413,6 +1429,107 @@ mod tests {
             }
         };
         assert_ne!(order(&params, &everywhere)[1], 2);
+    }
+
+    /// Go and Rust raise an error by building a value of its type; the message is written by
+    /// the type's `Error()` method or `Display` impl. The code that builds it is found next.
+    #[test]
+    fn a_pasted_message_finds_where_its_error_type_is_built() {
+        use trawl_core::kind::ChunkKind;
+        use trawl_index::testing::function_doc;
+        let repo = "github.com/spf13/viper";
+        let mut ty = function_doc(
+            repo,
+            "errors.go",
+            "ConfigFileNotFoundError",
+            "type ConfigFileNotFoundError struct {\n\tname, locations string\n}",
+            (40, 43),
+        );
+        ty.kind = ChunkKind::Struct;
+        let mut error = function_doc(
+            repo,
+            "errors.go",
+            "Error",
+            "func (fnfe ConfigFileNotFoundError) Error() string {\n\treturn fmt.Sprintf(\"Config File %q Not Found in %q\", fnfe.name, fnfe.locations)\n}",
+            (44, 53),
+        );
+        error.kind = ChunkKind::Method;
+        error.qualified_name = Some("ConfigFileNotFoundError.Error".into());
+        let find = function_doc(
+            repo,
+            "file.go",
+            "findConfigFile",
+            "for _, cp := range v.configPaths {\n\tif file := v.searchInPath(cp); file != \"\" {\n\t\treturn file, nil\n\t}\n}\nreturn \"\", ConfigFileNotFoundError{v.configName, fmt.Sprintf(\"%s\", v.configPaths)}",
+            (60, 72),
+        );
+        let other = function_doc(
+            repo,
+            "viper.go",
+            "ReadInConfig",
+            "// ReadInConfig will discover and load the configuration file from disk\nfile, err := v.getConfigFile()",
+            (1600, 1630),
+        );
+        let docs = [ty, error, find, other];
+        let query = "Config File \"config\" Not Found in \"[/etc/myapp /home/deploy/.myapp]\"";
+        let fused = [(0, 0.2), (1, 0.3), (2, 0.1), (3, 0.25)];
+        let definitions = |name: &str| match name {
+            "configfilenotfounderror" => vec![(0, 0)],
+            _ => Vec::new(),
+        };
+        // `ConfigFileNotFoundError{…}` in findConfigFile calls the type.
+        let graph = |k: Key| {
+            if k == (0, 0) {
+                vec![(0, 2)]
+            } else {
+                Vec::new()
+            }
+        };
+        let fused = adjusted_with_callers(
+            &docs,
+            &fused,
+            query,
+            &QueryConfig::default(),
+            definitions,
+            graph,
+        );
+        let mut ranked: Vec<(u32, f64)> = fused.into_iter().map(|(k, v)| (k.1, v)).collect();
+        ranked.sort_by(|a, b| b.1.total_cmp(&a.1));
+        let order: Vec<u32> = ranked.into_iter().map(|(o, _)| o).collect();
+        assert_eq!(
+            order[..2],
+            [1, 2],
+            "the message, then where the error is built"
+        );
+
+        // The types whose message a chunk writes.
+        let named = |kind: ChunkKind, q: &str| {
+            let mut d = function_doc(repo, "src/error.rs", "x", "", (1, 2));
+            d.kind = kind;
+            d.qualified_name = Some(q.into());
+            message_owner(&d).map(str::to_owned)
+        };
+        assert_eq!(
+            named(ChunkKind::Impl, "Display for ParseError").as_deref(),
+            Some("ParseError")
+        );
+        assert_eq!(
+            named(ChunkKind::Impl, "fmt::Display for Error<T>").as_deref(),
+            Some("Error")
+        );
+        assert_eq!(
+            named(ChunkKind::Impl, "From for Error"),
+            None,
+            "not a message"
+        );
+        assert_eq!(
+            named(ChunkKind::Method, "Error.fmt").as_deref(),
+            Some("Error")
+        );
+        assert_eq!(
+            named(ChunkKind::Method, "BadParameter.__str__").as_deref(),
+            Some("BadParameter")
+        );
+        assert_eq!(named(ChunkKind::Method, "Store.Get"), None);
     }
 
     #[test]
