@@ -1228,10 +1228,15 @@ pub fn cite_member(d: &DocRow, key: &str) -> Option<Cited> {
         })
         .count();
     let from = first - lead;
-    let kind = if in_code {
-        ChunkKind::Constant
-    } else {
-        ChunkKind::Method
+    // A nested container (`class Inner`, `struct Span`) is cited as what it is.
+    let nested = lines[first]
+        .split_whitespace()
+        .take_while(|w| !w.contains(name))
+        .find_map(container_kind);
+    let kind = match nested {
+        Some(k) => k,
+        None if in_code => ChunkKind::Constant,
+        None => ChunkKind::Method,
     };
     Some(Cited {
         start_line: d.start_line + from as u32,
@@ -1346,6 +1351,8 @@ fn declares(line: &str, name: &str) -> bool {
         "extern",
         "virtual",
         "inline",
+        "sealed",
+        "data",
     ];
     let t = line.trim_start();
     let Some(at) = t.find(name) else {
@@ -1356,17 +1363,34 @@ fn declares(line: &str, name: &str) -> bool {
     let whole = !after.starts_with(|c: char| c.is_alphanumeric() || c == '_')
         && !before.ends_with(|c: char| c.is_alphanumeric() || c == '_' || c == '.');
     whole
-        && before
-            .split_whitespace()
-            .all(|w| WORDS.contains(&w) || (w.starts_with("pub(") && w.ends_with(')')))
+        && before.split_whitespace().all(|w| {
+            WORDS.contains(&w)
+                || container_kind(w).is_some()
+                || (w.starts_with("pub(") && w.ends_with(')'))
+        })
         && {
             let a = after.trim_start();
             a.is_empty()
-                || a.starts_with(['=', ':', ',', '<', '?'])
+                || a.starts_with(['=', ':', ',', '<', '?', '{'])
                 || a.chars()
                     .next()
                     .is_some_and(|c| c.is_alphanumeric() || "[*(".contains(c))
         }
+}
+
+/// The kind of container a declaration word declares (`class Inner`, `struct Span`).
+fn container_kind(word: &str) -> Option<ChunkKind> {
+    Some(match word {
+        "class" | "record" | "object" => ChunkKind::Class,
+        "struct" | "union" => ChunkKind::Struct,
+        "enum" => ChunkKind::Enum,
+        "interface" => ChunkKind::Interface,
+        "trait" => ChunkKind::Trait,
+        "mod" | "module" => ChunkKind::Module,
+        "namespace" => ChunkKind::Namespace,
+        "type" => ChunkKind::Type,
+        _ => return None,
+    })
 }
 
 /// How `b` relates to an accepted result `a` of the same file, if they share lines.

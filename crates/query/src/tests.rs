@@ -740,9 +740,13 @@ fn a_constant_found_by_name_cites_its_own_lines() {
     assert!(search::cite_member(&d, "limit").is_none());
 }
 
+/// A member of a container that stays one chunk, found by its name, is cited by its own
+/// lines: a method, and a container nested in it (a Java static class, a Rust struct in a
+/// module, a TypeScript interface in a namespace, a Python inner class) as what it is.
 #[test]
-fn a_method_of_a_class_that_stays_one_chunk_found_by_name_cites_its_own_lines() {
-    // (path, language, kind, text at line 10, members, the name asked, the lines cited)
+fn a_member_of_a_container_that_stays_one_chunk_found_by_name_cites_its_own_lines() {
+    // (path, language, kind, text at line 10, members, the name asked, the lines cited, the
+    // kind cited)
     type Case<'a> = (
         &'a str,
         &'a str,
@@ -751,6 +755,7 @@ fn a_method_of_a_class_that_stays_one_chunk_found_by_name_cites_its_own_lines() 
         &'a [&'a str],
         &'a str,
         (u32, u32),
+        &'a str,
     );
     let cases: &[Case] = &[
         (
@@ -761,6 +766,7 @@ fn a_method_of_a_class_that_stays_one_chunk_found_by_name_cites_its_own_lines() 
             &["_Option.__init__", "_Option.takes_value", "_Option.process"],
             "_option.process",
             (19, 23),
+            "method",
         ),
         (
             "click/parser.py",
@@ -770,6 +776,7 @@ fn a_method_of_a_class_that_stays_one_chunk_found_by_name_cites_its_own_lines() 
             &["_Option.__init__", "_Option.takes_value", "_Option.process"],
             "takes_value",
             (15, 17),
+            "method",
         ),
         (
             "src/fmt/mod.rs",
@@ -779,6 +786,7 @@ fn a_method_of_a_class_that_stays_one_chunk_found_by_name_cites_its_own_lines() 
             &["Formatter.default_level_style", "Formatter.flush"],
             "formatter.default_level_style",
             (11, 19),
+            "method",
         ),
         (
             "src/fmt/mod.rs",
@@ -788,6 +796,7 @@ fn a_method_of_a_class_that_stays_one_chunk_found_by_name_cites_its_own_lines() 
             &["Formatter.default_level_style", "Formatter.flush"],
             "flush",
             (16, 16),
+            "method",
         ),
         (
             "lib/option.js",
@@ -797,6 +806,7 @@ fn a_method_of_a_class_that_stays_one_chunk_found_by_name_cites_its_own_lines() 
             &["DualOptions.constructor", "DualOptions.valueFromOption"],
             "valuefromoption",
             (15, 23),
+            "method",
         ),
         (
             "hooks.go",
@@ -806,9 +816,50 @@ fn a_method_of_a_class_that_stays_one_chunk_found_by_name_cites_its_own_lines() 
             &["Hook.Levels", "Hook.Fire"],
             "hook.levels",
             (11, 12),
+            "method",
+        ),
+        (
+            "src/Outer.java",
+            "java",
+            "class",
+            "class Outer {\n  /** Where a scan stopped. */\n  static final class Inner {\n    int at;\n  }\n\n  void run() {}\n}",
+            &["Outer.Inner", "Outer.run"],
+            "outer.inner",
+            (11, 14),
+            "class",
+        ),
+        (
+            "src/net.rs",
+            "rust",
+            "module",
+            "mod wire {\n    /// A byte range.\n    pub(crate) struct Span {\n        start: usize,\n    }\n\n    fn read() {}\n}",
+            &["wire.Span", "wire.read"],
+            "span",
+            (11, 14),
+            "struct",
+        ),
+        (
+            "src/api.ts",
+            "typescript",
+            "namespace",
+            "namespace Api {\n  export interface Options {\n    retries: number;\n  }\n  export function call() {}\n}",
+            &["Api.Options", "Api.call"],
+            "api.options",
+            (11, 13),
+            "interface",
+        ),
+        (
+            "src/shapes.py",
+            "python",
+            "class",
+            "class Shape:\n    class Meta:\n        ordering = 1\n\n    def area(self):\n        return 0",
+            &["Shape.Meta", "Shape.area"],
+            "shape.meta",
+            (11, 12),
+            "class",
         ),
     ];
-    for (path, language, kind, text, members, key, lines) in cases {
+    for (path, language, kind, text, members, key, lines, cited) in cases {
         let n = text.lines().count() as u32;
         let mut d = doc_at(path, kind, "", text, (10, 9 + n)).doc;
         d.language = (*language).to_owned();
@@ -820,7 +871,7 @@ fn a_method_of_a_class_that_stays_one_chunk_found_by_name_cites_its_own_lines() 
             "{path}: {key}\n{}",
             c.text
         );
-        assert_eq!(c.kind, "method", "{path}: {key}");
+        assert_eq!(c.kind, *cited, "{path}: {key}");
     }
 }
 
