@@ -2031,8 +2031,6 @@ fn line_indent(src: &str, at: usize) -> String {
         .collect()
 }
 
-/// The last identifier of a callee expression: `self.queue.put` → `put`, `Vec::<T>::new` →
-/// `new`, `new Worker(q).drain` → `drain`.
 /// Type nodes a literal can build that name no type: `[]string{…}`, `map[string]int{…}`,
 /// `struct{ a int }{…}`, `[...]int{…}`.
 const UNNAMED_TYPES: &[&str] = &[
@@ -2063,6 +2061,8 @@ fn path_owner(text: &str) -> Option<String> {
     ok.then(|| owner.to_owned())
 }
 
+/// The last identifier of a callee expression: `self.queue.put` → `put`, `Vec::<T>::new` →
+/// `new`, `new Worker(q).drain` → `drain`.
 fn callee_name(text: &str) -> Option<String> {
     let text = strip_generics(text);
     let name = identifiers(&text).last()?;

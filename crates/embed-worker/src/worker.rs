@@ -977,8 +977,8 @@ impl Inner {
     }
 
     /// Writes `rows` as one embedding part of `space` (sorted, named by its content hashes)
-    /// and adds them to the cache; `None` when there are none.
-    /// Writes `rows` as one embedding part; `prose` of them are prose views' vectors.
+    /// and adds them to the cache; `None` when there are none. `prose` of them are prose
+    /// views' vectors, counted apart.
     async fn write_part(
         &self,
         space: &trawl_embed::Space,
