@@ -436,6 +436,71 @@ fn the_code_that_builds_an_error_type_is_its_caller() {
     );
 }
 
+/// A thin wrapper that only forwards to a definition of its name (viper's package-level
+/// functions calling the global `Viper`'s methods, a builder method calling its `tls_`
+/// namesake) shares its delegate's doc comment and, being shorter, outranked it: the
+/// delegate, where the work is done, now comes first, and the wrapper next. A convenience
+/// function that specialises a shorter-named one is no wrapper, and "who calls" still finds
+/// the wrappers.
+#[test]
+fn a_thin_wrapper_gives_its_place_to_the_definition_it_forwards_to() {
+    let src = SourceRepo::named("settings");
+    src.commit(
+        &[
+            (
+                "settings.go",
+                file(
+                    "package settings\n\nvar v = New()\n\n// Settings holds the prefix.\ntype Settings struct {\n\tenvPrefix string\n}\n\n// New returns empty settings.\nfunc New() *Settings { return &Settings{} }\n\n// SetEnvPrefix defines a prefix that ENVIRONMENT variables will use.\n// E.g. if your prefix is \"spf\", the env registry will look for env\n// variables that start with \"SPF_\".\nfunc SetEnvPrefix(in string) { v.SetEnvPrefix(in) }\n\n// SetEnvPrefix defines a prefix that ENVIRONMENT variables will use.\n// E.g. if your prefix is \"spf\", the env registry will look for env\n// variables that start with \"SPF_\".\nfunc (s *Settings) SetEnvPrefix(in string) {\n\tif in != \"\" {\n\t\ts.envPrefix = in\n\t}\n}\n",
+                ),
+            ),
+            (
+                "src/builder.rs",
+                file(
+                    "/// Builds clients.\npub struct ClientBuilder {\n    accept_invalid: bool,\n    millis: bool,\n}\n\nimpl ClientBuilder {\n    /// Controls the use of certificate validation: accept invalid certificates.\n    pub fn danger_accept_invalid_certs(self, accept: bool) -> ClientBuilder {\n        self.tls_danger_accept_invalid_certs(accept)\n    }\n\n    /// Controls the use of certificate validation: accept invalid certificates.\n    pub fn tls_danger_accept_invalid_certs(mut self, accept: bool) -> ClientBuilder {\n        if accept {\n            tracing::warn!(\"certificate validation is off\");\n        }\n        self.accept_invalid = accept;\n        self\n    }\n\n    /// Configures the timestamp precision of the log lines: milliseconds.\n    pub fn timestamp_millis(self) -> ClientBuilder {\n        self.timestamp(true)\n    }\n\n    /// Configures the timestamp precision of the log lines.\n    pub fn timestamp(mut self, millis: bool) -> ClientBuilder {\n        if millis {\n            tracing::debug!(\"timestamps in milliseconds\");\n        }\n        self.millis = millis;\n        self\n    }\n}\n",
+                ),
+            ),
+        ],
+        false,
+    );
+    let work = tempfile::tempdir().unwrap();
+    index(work.path(), &[&src.path()], "hash");
+    let symbols = |args: &[&str]| -> Vec<String> {
+        search_json(work.path(), args)
+            .iter()
+            .map(|h| h["symbol"].as_str().unwrap_or("").to_owned())
+            .collect()
+    };
+    let prefix = [
+        "SetEnvPrefix(\"spf\") ENVIRONMENT variables prefix",
+        "-k",
+        "2",
+    ];
+    assert_eq!(
+        symbols(&prefix),
+        ["Settings.SetEnvPrefix", "SetEnvPrefix"],
+        "the method first, its wrapper next"
+    );
+    let off = [&prefix[..], &["--set", "query.delegates=false"]].concat();
+    assert_eq!(
+        symbols(&off)[0],
+        "SetEnvPrefix",
+        "without the rule, the shorter wrapper ranks first"
+    );
+    let certs = ["accept invalid certificates", "-k", "2"];
+    assert_eq!(
+        symbols(&certs),
+        [
+            "ClientBuilder.tls_danger_accept_invalid_certs",
+            "ClientBuilder.danger_accept_invalid_certs"
+        ]
+    );
+    // `timestamp_millis` specialises `timestamp`: it keeps its place.
+    let millis = symbols(&["timestamp precision milliseconds", "-k", "1"]);
+    assert_eq!(millis, ["ClientBuilder.timestamp_millis"]);
+    let callers = symbols(&["who calls tls_danger_accept_invalid_certs?", "-k", "1"]);
+    assert_eq!(callers, ["ClientBuilder.danger_accept_invalid_certs"]);
+}
+
 #[test]
 fn a_long_prose_section_is_cut_where_its_topic_changes() {
     let src = SourceRepo::named("runbook");

@@ -106,6 +106,9 @@ pub struct QueryConfig {
     pub module_prior: f64,
     /// A table of contents or a skeleton gives its place to a narrower candidate inside it.
     pub narrow: bool,
+    /// A thin wrapper among the first candidates (a function that only forwards to a
+    /// definition of its own name) has the definition it forwards to placed just above it.
+    pub delegates: bool,
     /// A doc section that names a definition in a code span (`` `Client.retry` ``) adds
     /// this share of its score to that definition (0 = off).
     pub prose_lend: f64,
@@ -210,6 +213,7 @@ impl Default for QueryConfig {
             wide_prior: 0.5,
             module_prior: 1.0,
             narrow: true,
+            delegates: true,
             prose_lend: 0.1,
             history_lend: 1.0,
             commit_lend: 0.0,

@@ -110,38 +110,12 @@ pub fn view(kind: ChunkKind, name: Option<&str>, path: &str, text: &str) -> Opti
     if !has_view(kind) {
         return None;
     }
-    let mut comments: Vec<String> = Vec::new();
-    let mut in_docstring = false;
-    for line in text.lines() {
-        let s = line.trim();
-        let quotes = s.matches("\"\"\"").count() + s.matches("'''").count();
-        if quotes > 0 {
-            let inner = s.replace("\"\"\"", "").replace("'''", "");
-            let inner = inner.trim();
-            if !inner.is_empty() {
-                comments.push(inner.to_string());
-            }
-            if quotes == 1 {
-                in_docstring = !in_docstring;
-            }
-            continue;
-        }
-        if in_docstring {
-            comments.push(s.to_string());
-            continue;
-        }
-        if let Some(c) = COMMENT.captures(line).and_then(|c| c.get(1)) {
-            let c = c
-                .as_str()
-                .trim()
-                .trim_end_matches('/')
-                .trim_end_matches('*')
-                .trim();
-            if !c.is_empty() && !c.starts_with('!') {
-                comments.push(c.to_string());
-            }
-        }
-    }
+    let comments: Vec<String> = lines(text)
+        .filter_map(|l| match l {
+            Line::Comment(c) => Some(c),
+            Line::Code(_) => None,
+        })
+        .collect();
     let strings: Vec<&str> = STRING
         .captures_iter(text)
         .filter_map(|c| c.iter().skip(1).flatten().next())
@@ -169,6 +143,52 @@ pub fn view(kind: ChunkKind, name: Option<&str>, path: &str, text: &str) -> Opti
         prefix(&strings.join(" "), STRING_CHARS),
         prefix(&identifiers.join(" "), IDENTIFIER_CHARS),
     ))
+}
+
+/// A line of a chunk's text, read as a comment (its words, without the marker) or as code.
+enum Line<'a> {
+    Comment(String),
+    Code(&'a str),
+}
+
+/// `text`'s lines, each a comment (a line comment, a block comment's line, a docstring's;
+/// a Rust attribute reads as one) or code; blank lines outside a docstring and empty
+/// comment lines are left out.
+fn lines(text: &str) -> impl Iterator<Item = Line<'_>> {
+    let mut in_docstring = false;
+    text.lines().filter_map(move |line| {
+        let s = line.trim();
+        let quotes = s.matches("\"\"\"").count() + s.matches("'''").count();
+        if quotes > 0 {
+            if quotes == 1 {
+                in_docstring = !in_docstring;
+            }
+            let inner = s.replace("\"\"\"", "").replace("'''", "");
+            let inner = inner.trim();
+            return (!inner.is_empty()).then(|| Line::Comment(inner.to_string()));
+        }
+        if in_docstring {
+            return Some(Line::Comment(s.to_string()));
+        }
+        if let Some(c) = COMMENT.captures(line).and_then(|c| c.get(1)) {
+            let c = c
+                .as_str()
+                .trim()
+                .trim_end_matches('/')
+                .trim_end_matches('*')
+                .trim();
+            return (!c.is_empty() && !c.starts_with('!')).then(|| Line::Comment(c.to_string()));
+        }
+        (!s.is_empty()).then_some(Line::Code(line))
+    })
+}
+
+/// The lines of `text` that are code: neither blank nor comments nor docstrings.
+pub fn code_lines(text: &str) -> impl Iterator<Item = &str> {
+    lines(text).filter_map(|l| match l {
+        Line::Code(c) => Some(c),
+        Line::Comment(_) => None,
+    })
 }
 
 /// The key a chunk's prose vector is stored under: its content hash with every hex digit

@@ -134,6 +134,7 @@ pub fn ablations() -> Vec<Ablation> {
             p.wide_prior = 1.0;
             p.narrow = false;
         }),
+        ("delegates", |p| p.delegates = false),
         ("usage questions", |p| p.usage_docs_prior = p.docs_prior),
         ("repository names", |p| p.named_repo_prior = 1.0),
         ("prose lending", |p| p.prose_lend = 0.0),

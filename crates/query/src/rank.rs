@@ -883,6 +883,78 @@ fn lend_to_raisers<'a, S: std::hash::BuildHasher>(
     }
 }
 
+/// A thin wrapper that only forwards to a definition of its own name — Go's package-level
+/// `func SetEnvPrefix(in string) { v.SetEnvPrefix(in) }`, a blocking client's method calling
+/// the async one, a builder's `danger_accept_invalid_certs` calling its `tls_` namesake —
+/// often shares its delegate's doc comment and ranks beside or above it, but the delegate is
+/// where the work is done. Among the first candidates, each wrapper's delegate is placed just
+/// above it (a delegate already above stays where it is; the wrapper keeps its score).
+pub fn give_way_to_delegates<'a, S: std::hash::BuildHasher>(
+    fused: &mut HashMap<Key, f64, S>,
+    doc: impl Fn(Key) -> &'a DocRow,
+    callees: impl Fn(Key) -> Vec<Key>,
+) {
+    let ranked = in_fused_order(fused, &doc, |_| true);
+    for (key, _) in ranked.into_iter().take(DELEGATE_POOL) {
+        let Some(delegate) = delegate(key, &doc, &callees) else {
+            continue;
+        };
+        let score = fused.get(&key).copied().unwrap_or_default();
+        let v = fused.entry(delegate).or_default();
+        if *v <= score {
+            *v = score.next_up();
+        }
+    }
+}
+
+/// The one definition `key` forwards to, if it is a thin wrapper: a function or method of
+/// at most [`WRAPPER_LINES`] lines of code (comments, docstrings and lines that only close a
+/// block aside) whose resolved callees include exactly one other function or method whose
+/// name holds its own (`SetEnvPrefix`, `tls_danger_accept_invalid_certs`). A shorter name
+/// (`format_timestamp` called by `format_timestamp_millis`, `BindEnv` by `MustBindEnv`) is a
+/// general case the caller specialises, not its delegate.
+fn delegate<'a>(
+    key: Key,
+    doc: &impl Fn(Key) -> &'a DocRow,
+    callees: &impl Fn(Key) -> Vec<Key>,
+) -> Option<Key> {
+    let d = doc(key);
+    if !matches!(d.kind, ChunkKind::Function | ChunkKind::Method) {
+        return None;
+    }
+    let code = trawl_core::prose::code_lines(&d.text)
+        .filter(|l| {
+            l.trim()
+                .chars()
+                .any(|c| !matches!(c, '}' | ')' | ']' | ';' | ','))
+        })
+        .count();
+    if code > WRAPPER_LINES {
+        return None;
+    }
+    let name = last_name(d)?;
+    let mut found = callees(key).into_iter().filter(|&k| {
+        let c = doc(k);
+        k != key
+            && matches!(c.kind, ChunkKind::Function | ChunkKind::Method)
+            && last_name(c).is_some_and(|n| n.contains(&name))
+    });
+    let first = found.next()?;
+    found.all(|k| k == first).then_some(first)
+}
+
+/// A definition's own name, without its owners, in lower case and without the underscores
+/// that mark it private (`Viper.SetEnvPrefix` → `setenvprefix`); `None` when nothing is left.
+fn last_name(d: &DocRow) -> Option<String> {
+    let q = d.qualified_name.as_deref().or(d.symbol.as_deref())?;
+    let name = q
+        .rsplit(['.', ':'])
+        .next()?
+        .trim_matches('_')
+        .to_lowercase();
+    (!name.is_empty()).then_some(name)
+}
+
 /// The type whose values a chunk builds or describes, whose callers are the chunk's: the
 /// class a constructor builds (`HTTPError` for `HTTPError.constructor`, `NoSuchOption` for
 /// `NoSuchOption.__init__`), and the type whose message a member writes (`Error()` in Go,
@@ -1010,6 +1082,10 @@ const MAX_RAISERS: usize = 4;
 const MAX_LENT_DEFINITIONS: usize = 3;
 /// Candidates after a wide one searched for a narrower chunk inside it.
 const NARROW_POOL: usize = 100;
+/// Candidates, best first, read for thin wrappers whose delegates come before them.
+const DELEGATE_POOL: usize = 20;
+/// Lines of code a thin wrapper holds at most, its signature among them.
+const WRAPPER_LINES: usize = 3;
 
 /// A wide chunk (a file's table of contents, a class skeleton) gives its place to the best
 /// narrower candidate of the same file inside its lines, when there is one, and leaves the
@@ -1429,6 +1505,84 @@ mod tests {
             }
         };
         assert_ne!(order(&params, &everywhere)[1], 2);
+    }
+
+    #[test]
+    fn a_thin_wrapper_is_one_that_only_forwards_to_its_namesake() {
+        use trawl_core::kind::ChunkKind;
+        use trawl_index::testing::function_doc;
+        let repo = "github.com/spf13/viper";
+        let doc = |symbol: &str, text: &str, kind: ChunkKind| {
+            let mut d = function_doc(repo, "viper.go", symbol, text, (1, 9));
+            d.kind = kind;
+            d
+        };
+        let docs = [
+            doc(
+                "SetEnvPrefix",
+                "// SetEnvPrefix defines a prefix.\nfunc SetEnvPrefix(in string) { v.SetEnvPrefix(in) }",
+                ChunkKind::Function,
+            ),
+            doc(
+                "Viper.SetEnvPrefix",
+                "func (v *Viper) SetEnvPrefix(in string) {\n\tif in != \"\" {\n\t\tv.envPrefix = in\n\t}\n}",
+                ChunkKind::Method,
+            ),
+            // Calls its namesake, but does more than forward.
+            doc(
+                "Get",
+                "func Get(key string) any {\n\tlock.Lock()\n\tdefer lock.Unlock()\n\tlog(key)\n\treturn v.Get(key)\n}",
+                ChunkKind::Function,
+            ),
+            doc(
+                "Viper.Get",
+                "func (v *Viper) Get(key string) any {\n\treturn v.find(key)\n}",
+                ChunkKind::Method,
+            ),
+            // Forwards to a shorter name: it specialises it.
+            doc(
+                "MustBindEnv",
+                "func MustBindEnv(in ...string) { v.BindEnv(in...) }",
+                ChunkKind::Function,
+            ),
+            doc(
+                "Viper.BindEnv",
+                "func (v *Viper) BindEnv(in ...string) error {\n\treturn nil\n}",
+                ChunkKind::Method,
+            ),
+            // A struct is no wrapper, whatever it names.
+            doc(
+                "SetEnvPrefixes",
+                "type SetEnvPrefixes struct{}",
+                ChunkKind::Struct,
+            ),
+        ];
+        let callees = |k: Key| match k.1 {
+            // Resolution by name finds the wrapper itself beside its delegate.
+            0 => vec![(0, 0), (0, 1)],
+            2 => vec![(0, 2), (0, 3)],
+            4 => vec![(0, 5)],
+            6 => vec![(0, 1)],
+            _ => Vec::new(),
+        };
+        let at = |k: Key| &docs[k.1 as usize];
+        assert_eq!(delegate((0, 0), &at, &callees), Some((0, 1)));
+        assert_eq!(delegate((0, 2), &at, &callees), None, "more than a forward");
+        assert_eq!(delegate((0, 4), &at, &callees), None, "a specialisation");
+        assert_eq!(delegate((0, 6), &at, &callees), None, "not a function");
+        // In the ranking: the delegate comes just above its wrapper, the rest keep their order.
+        let mut fused: HashMap<Key, f64> =
+            [((0, 0), 0.5), ((0, 1), 0.1), ((0, 2), 0.4), ((0, 3), 0.3)].into();
+        give_way_to_delegates(&mut fused, at, callees);
+        let order: Vec<u32> = in_fused_order(&fused, at, |_| true)
+            .into_iter()
+            .map(|(k, _)| k.1)
+            .collect();
+        assert_eq!(order, [1, 0, 2, 3]);
+        assert!(
+            (fused[&(0, 0)] - 0.5).abs() < 1e-12,
+            "the wrapper keeps its score"
+        );
     }
 
     /// Go and Rust raise an error by building a value of its type; the message is written by

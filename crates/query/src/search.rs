@@ -568,6 +568,20 @@ fn ranked_at(
             }
         }
     }
+    // A "who calls" question asks for the callers, wrappers among them.
+    if params.delegates && !rank::asks_for_callers(&req.query) {
+        // The definitions a chunk calls, as the compactor resolved them, that this request
+        // may see.
+        let callees = |k: rank::Key| -> Vec<rank::Key> {
+            doc(k)
+                .call_ids
+                .iter()
+                .filter_map(|id| generation.doc(id))
+                .filter(|&(s, o)| filters[s as usize].ok(u64::from(o)))
+                .collect()
+        };
+        rank::give_way_to_delegates(&mut fused, doc, callees);
+    }
     let mut candidates: Vec<Candidate> = fused.into_iter().map(|((s, o), v)| (s, o, v)).collect();
     candidates.sort_by(by_score);
     if params.narrow {
