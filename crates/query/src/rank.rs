@@ -772,7 +772,14 @@ pub fn adjust<'a, S: std::hash::BuildHasher>(
             let top = fused.values().copied().fold(0.0, f64::max);
             for (&key, v) in fused.iter_mut() {
                 let text = &doc(key).text;
-                let spelled = keys.iter().filter(|k| spells(text, k)).count();
+                let templates: Vec<Cow<'_, str>> = literals(text)
+                    .into_iter()
+                    .filter(|l| is_key_template(l))
+                    .collect();
+                let spelled = keys
+                    .iter()
+                    .filter(|k| spells(text, k) || templates.iter().any(|t| builds_key(t, k)))
+                    .count();
                 *v += params.key_boost * top * spelled as f64 / keys.len() as f64;
             }
         }
@@ -1032,6 +1039,93 @@ pub fn config_keys(query: &str) -> Vec<String> {
     keys
 }
 
+/// One piece of a key template: text as written, or a placeholder.
+#[derive(Debug, PartialEq)]
+enum Piece {
+    Text(char),
+    Any,
+}
+
+/// A literal's pieces, each placeholder (`{name}`, `${name}`, `#{name}`, `%s`, `%(name)s`,
+/// `{}`) one [`Piece::Any`].
+fn template_pieces(lit: &str) -> Vec<Piece> {
+    let chars: Vec<char> = lit.chars().collect();
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < chars.len() {
+        let c = chars[i];
+        let next = chars.get(i + 1).copied();
+        let opens = |at: usize| chars.get(at) == Some(&'{');
+        let close = |from: usize| {
+            chars[from..]
+                .iter()
+                .position(|&c| c == '}')
+                .map(|p| from + p)
+        };
+        if (c == '$' || c == '#') && opens(i + 1) {
+            if let Some(end) = close(i + 2) {
+                out.push(Piece::Any);
+                i = end + 1;
+                continue;
+            }
+        } else if c == '{' {
+            if let Some(end) = close(i + 1) {
+                out.push(Piece::Any);
+                i = end + 1;
+                continue;
+            }
+        } else if c == '%' && next.is_some_and(|n| n == '(' || n.is_ascii_alphabetic()) {
+            let mut j = i + 1;
+            if next == Some('(') {
+                j = chars[j..]
+                    .iter()
+                    .position(|&c| c == ')')
+                    .map_or(chars.len(), |p| j + p + 1);
+            }
+            out.push(Piece::Any);
+            i = j + 1;
+            continue;
+        }
+        out.push(Piece::Text(c.to_ascii_lowercase()));
+        i += 1;
+    }
+    out
+}
+
+/// Whether a literal builds a key from parts (`_{prog_name}_COMPLETE`, `%s_CONFIG_PATH`,
+/// `${prefix}.timeout`): one word with a placeholder, and at least
+/// [`MIN_TEMPLATE_CHARS`] letters or digits of its own.
+fn is_key_template(lit: &str) -> bool {
+    let pieces = template_pieces(lit);
+    lit.len() <= MAX_TEMPLATE_CHARS
+        && !lit.contains(char::is_whitespace)
+        && pieces.contains(&Piece::Any)
+        && pieces
+            .iter()
+            .filter(|p| matches!(p, Piece::Text(c) if c.is_alphanumeric()))
+            .count()
+            >= MIN_TEMPLATE_CHARS
+}
+
+/// Whether `key` (`_FOO_BAR_COMPLETE`) is a value the key template `lit`
+/// (`_{prog_name}_COMPLETE`) builds: its text in place, in any case, and each placeholder a
+/// name of one or more letters, digits, `_` or `-`.
+fn builds_key(lit: &str, key: &str) -> bool {
+    fn fits(pieces: &[Piece], key: &[char]) -> bool {
+        match pieces.split_first() {
+            None => key.is_empty(),
+            Some((Piece::Text(c), rest)) => {
+                key.first().is_some_and(|k| k.to_ascii_lowercase() == *c) && fits(rest, &key[1..])
+            }
+            Some((Piece::Any, rest)) => (1..=key.len())
+                .take_while(|&n| key[n - 1].is_alphanumeric() || matches!(key[n - 1], '_' | '-'))
+                .any(|n| fits(rest, &key[n..])),
+        }
+    }
+    let key: Vec<char> = key.chars().collect();
+    fits(&template_pieces(lit), &key)
+}
+
 /// Whether `text` spells `key` as a whole: not inside a longer name (`_`, `-` and letters
 /// or digits on either side make it part of one), though it may follow a flag's dashes
 /// (`--no-ignore-vcs` spells `no-ignore-vcs`).
@@ -1082,6 +1176,10 @@ const MAX_RAISERS: usize = 4;
 const MAX_LENT_DEFINITIONS: usize = 3;
 /// Candidates after a wide one searched for a narrower chunk inside it.
 const NARROW_POOL: usize = 100;
+/// Letters and digits a key template holds of its own at least.
+const MIN_TEMPLATE_CHARS: usize = 4;
+/// Characters of a key template at most.
+const MAX_TEMPLATE_CHARS: usize = 60;
 /// Candidates, best first, read for thin wrappers whose delegates come before them.
 const DELEGATE_POOL: usize = 20;
 /// Lines of code a thin wrapper holds at most, its signature among them.
@@ -1719,6 +1817,55 @@ mod tests {
         assert!(!spells("MY_REQUESTS_CA_BUNDLE_PATH", "REQUESTS_CA_BUNDLE"));
         assert!(!spells("--no-ignore-vcs-parent", "no-ignore-vcs"));
         assert!(!spells("requests_ca_bundle", "REQUESTS_CA_BUNDLE"));
+    }
+
+    #[test]
+    fn a_key_with_concrete_parts_meets_the_template_that_builds_it() {
+        // Python, Go, JavaScript, Ruby and Rust placeholders.
+        assert!(builds_key("_{prog_name}_COMPLETE", "_FOO_BAR_COMPLETE"));
+        assert!(builds_key("%s_CONFIG_PATH", "MYAPP_CONFIG_PATH"));
+        assert!(builds_key("%(prefix)s_CONFIG_PATH", "MYAPP_CONFIG_PATH"));
+        assert!(builds_key("${prefix}.timeout", "server.timeout"));
+        assert!(builds_key("#{app}_LOG_LEVEL", "web_log_level"));
+        assert!(builds_key("{}_COMPLETE", "_FOO_COMPLETE"));
+        // The template's own text must be there, in its place; a placeholder is a name.
+        assert!(!builds_key("_{prog_name}_COMPLETE", "_FOO_BAR_COMPLETION"));
+        assert!(!builds_key("_{prog_name}_COMPLETE", "FOO_COMPLETE"));
+        assert!(!builds_key("%s_CONFIG_PATH", "_CONFIG_PATH"));
+        assert!(!builds_key("%s_CONFIG_PATH", "MY APP_CONFIG_PATH"));
+        // What reads as a key template: one word, a placeholder, four letters of its own.
+        assert!(is_key_template("_{prog_name}_COMPLETE"));
+        assert!(!is_key_template("{}_{}"), "too little of its own");
+        assert!(!is_key_template("_COMPLETE"), "no placeholder");
+        assert!(!is_key_template("invalid value for {name}"), "a sentence");
+        let text = "complete_var = f\"_{complete_name}_COMPLETE\".upper()";
+        let other = "complete_var = os.environ.get(\"COMPLETE\")";
+        let docs = [
+            trawl_index::testing::function_doc(
+                "github.com/pallets/click",
+                "core.py",
+                "main",
+                text,
+                (1, 3),
+            ),
+            trawl_index::testing::function_doc(
+                "github.com/pallets/click",
+                "env.py",
+                "env",
+                other,
+                (1, 3),
+            ),
+        ];
+        let query = "_FOO_BAR_COMPLETE=bash_source";
+        assert_eq!(classify(query), Intent::Config);
+        let fused = adjusted(
+            &docs,
+            &[(0, 0.15), (1, 0.2)],
+            query,
+            &QueryConfig::default(),
+            |_| Vec::new(),
+        );
+        assert!(fused[&(0, 0)] > fused[&(0, 1)], "{fused:?}");
     }
 
     #[test]
