@@ -494,6 +494,9 @@ fn a_thin_wrapper_gives_its_place_to_the_definition_it_forwards_to() {
             "ClientBuilder.danger_accept_invalid_certs"
         ]
     );
+    // Asked for by its name, the wrapper is what is asked for.
+    let named = symbols(&["danger_accept_invalid_certs", "-k", "1"]);
+    assert_eq!(named, ["ClientBuilder.danger_accept_invalid_certs"]);
     // `timestamp_millis` specialises `timestamp`: it keeps its place.
     let millis = symbols(&["timestamp precision milliseconds", "-k", "1"]);
     assert_eq!(millis, ["ClientBuilder.timestamp_millis"]);

@@ -106,8 +106,8 @@ pub struct QueryConfig {
     pub module_prior: f64,
     /// A table of contents or a skeleton gives its place to a narrower candidate inside it.
     pub narrow: bool,
-    /// A thin wrapper among the first candidates (a function that only forwards to a
-    /// definition of its own name) has the definition it forwards to placed just above it.
+    /// A thin wrapper among the first candidates (a function of a few lines that calls a
+    /// definition of its own name) has that definition raised just above it in the fused order.
     pub delegates: bool,
     /// A doc section that names a definition in a code span (`` `Client.retry` ``) adds
     /// this share of its score to that definition (0 = off).

@@ -183,7 +183,9 @@ fn lines(text: &str) -> impl Iterator<Item = Line<'_>> {
     })
 }
 
-/// The lines of `text` that are code: neither blank nor comments nor docstrings.
+/// The lines of `text` that are code: neither blank nor comments nor docstrings, as a line
+/// reads alone (a line that opens with `*` or `#` reads as a comment, one with `"""` as a
+/// docstring's).
 pub fn code_lines(text: &str) -> impl Iterator<Item = &str> {
     lines(text).filter_map(|l| match l {
         Line::Code(c) => Some(c),

@@ -772,14 +772,17 @@ pub fn adjust<'a, S: std::hash::BuildHasher>(
             let top = fused.values().copied().fold(0.0, f64::max);
             for (&key, v) in fused.iter_mut() {
                 let text = &doc(key).text;
-                let templates: Vec<Cow<'_, str>> = literals(text)
-                    .into_iter()
-                    .filter(|l| is_key_template(l))
-                    .collect();
-                let spelled = keys
-                    .iter()
-                    .filter(|k| spells(text, k) || templates.iter().any(|t| builds_key(t, k)))
-                    .count();
+                let mut spelled = keys.iter().filter(|k| spells(text, k)).count();
+                if spelled < keys.len() && text.contains(['{', '%']) {
+                    let templates: Vec<Vec<Piece>> = literals(text)
+                        .iter()
+                        .filter_map(|l| key_template(l))
+                        .collect();
+                    spelled += keys
+                        .iter()
+                        .filter(|k| !spells(text, k) && templates.iter().any(|t| builds_key(t, k)))
+                        .count();
+                }
                 *v += params.key_boost * top * spelled as f64 / keys.len() as f64;
             }
         }
@@ -890,14 +893,18 @@ fn lend_to_raisers<'a, S: std::hash::BuildHasher>(
     }
 }
 
-/// A thin wrapper that only forwards to a definition of its own name — Go's package-level
+/// A thin wrapper, a few lines that call a definition of its own name — Go's package-level
 /// `func SetEnvPrefix(in string) { v.SetEnvPrefix(in) }`, a blocking client's method calling
 /// the async one, a builder's `danger_accept_invalid_certs` calling its `tls_` namesake —
 /// often shares its delegate's doc comment and ranks beside or above it, but the delegate is
-/// where the work is done. Among the first candidates, each wrapper's delegate is placed just
-/// above it (a delegate already above stays where it is; the wrapper keeps its score).
+/// where the work is done. Among the first candidates, each wrapper's delegate is raised just
+/// above it in the fused order (a delegate already above stays where it is; the wrapper keeps
+/// its score). A wrapper the query named (scored at `named` or more) keeps its place: a
+/// delegate below that tier is not raised into it. The learned ranking, where it runs, orders
+/// its pool afterwards.
 pub fn give_way_to_delegates<'a, S: std::hash::BuildHasher>(
     fused: &mut HashMap<Key, f64, S>,
+    named: f64,
     doc: impl Fn(Key) -> &'a DocRow,
     callees: impl Fn(Key) -> Vec<Key>,
 ) {
@@ -908,16 +915,17 @@ pub fn give_way_to_delegates<'a, S: std::hash::BuildHasher>(
         };
         let score = fused.get(&key).copied().unwrap_or_default();
         let v = fused.entry(delegate).or_default();
-        if *v <= score {
+        if *v <= score && (score < named || *v >= named) {
             *v = score.next_up();
         }
     }
 }
 
-/// The one definition `key` forwards to, if it is a thin wrapper: a function or method of
-/// at most [`WRAPPER_LINES`] lines of code (comments, docstrings and lines that only close a
-/// block aside) whose resolved callees include exactly one other function or method whose
-/// name holds its own (`SetEnvPrefix`, `tls_danger_accept_invalid_certs`). A shorter name
+/// The one definition `key` forwards to, if it is a thin wrapper: a whole function or method
+/// (not a part of one split at statements) of at most [`WRAPPER_LINES`] lines of code
+/// (comments, docstrings and lines that only close a block aside) whose resolved callees
+/// include exactly one function or method whose name holds its own, word for word
+/// (`SetEnvPrefix`, `tls_danger_accept_invalid_certs`; not `widget` for `get`). A shorter name
 /// (`format_timestamp` called by `format_timestamp_millis`, `BindEnv` by `MustBindEnv`) is a
 /// general case the caller specialises, not its delegate.
 fn delegate<'a>(
@@ -926,7 +934,20 @@ fn delegate<'a>(
     callees: &impl Fn(Key) -> Vec<Key>,
 ) -> Option<Key> {
     let d = doc(key);
-    if !matches!(d.kind, ChunkKind::Function | ChunkKind::Method) {
+    if !matches!(d.kind, ChunkKind::Function | ChunkKind::Method)
+        || trawl_core::records::header_part(&d.header).is_some()
+    {
+        return None;
+    }
+    let name = name_words(d)?;
+    let mut found = callees(key).into_iter().filter(|&k| {
+        let c = doc(k);
+        k != key
+            && matches!(c.kind, ChunkKind::Function | ChunkKind::Method)
+            && name_words(c).is_some_and(|n| n.windows(name.len()).any(|w| w == name))
+    });
+    let first = found.next()?;
+    if !found.all(|k| k == first) {
         return None;
     }
     let code = trawl_core::prose::code_lines(&d.text)
@@ -935,31 +956,22 @@ fn delegate<'a>(
                 .chars()
                 .any(|c| !matches!(c, '}' | ')' | ']' | ';' | ','))
         })
+        .take(WRAPPER_LINES + 1)
         .count();
-    if code > WRAPPER_LINES {
-        return None;
-    }
-    let name = last_name(d)?;
-    let mut found = callees(key).into_iter().filter(|&k| {
-        let c = doc(k);
-        k != key
-            && matches!(c.kind, ChunkKind::Function | ChunkKind::Method)
-            && last_name(c).is_some_and(|n| n.contains(&name))
-    });
-    let first = found.next()?;
-    found.all(|k| k == first).then_some(first)
+    (code <= WRAPPER_LINES).then_some(first)
 }
 
-/// A definition's own name, without its owners, in lower case and without the underscores
-/// that mark it private (`Viper.SetEnvPrefix` → `setenvprefix`); `None` when nothing is left.
-fn last_name(d: &DocRow) -> Option<String> {
+/// The words of a definition's own name, without its owners, in lower case (`Viper.SetEnvPrefix`
+/// → `set env prefix`, `_match_long_opt` → `match long opt`); `None` when it has none.
+fn name_words(d: &DocRow) -> Option<Vec<String>> {
     let q = d.qualified_name.as_deref().or(d.symbol.as_deref())?;
-    let name = q
-        .rsplit(['.', ':'])
-        .next()?
-        .trim_matches('_')
-        .to_lowercase();
-    (!name.is_empty()).then_some(name)
+    let name = q.rsplit(['.', ':']).next()?;
+    let words: Vec<String> = trawl_core::words::parts(name)
+        .into_iter()
+        .map(|(a, b)| name[a..b].to_lowercase())
+        .filter(|w| !w.is_empty())
+        .collect();
+    (!words.is_empty()).then_some(words)
 }
 
 /// The type whose values a chunk builds or describes, whose callers are the chunk's: the
@@ -1046,84 +1058,124 @@ enum Piece {
     Any,
 }
 
-/// A literal's pieces, each placeholder (`{name}`, `${name}`, `#{name}`, `%s`, `%(name)s`,
-/// `{}`) one [`Piece::Any`].
-fn template_pieces(lit: &str) -> Vec<Piece> {
+/// A literal's pieces, each placeholder (`{name}`, `{}`, `${name}`, `#{name}`, `%s`, `%-8s`,
+/// `%(name)s`) one [`Piece::Any`]; `%%`, `{{` and `}}` are their one character. `None` when a
+/// placeholder does not close (`{name`, `%(name`).
+fn template_pieces(lit: &str) -> Option<Vec<Piece>> {
     let chars: Vec<char> = lit.chars().collect();
     let mut out = Vec::new();
     let mut i = 0;
+    // The index just past the `}` that closes a brace opened before `from`.
+    let close = |from: usize| {
+        chars[from..]
+            .iter()
+            .position(|&c| c == '}')
+            .map(|p| from + p + 1)
+    };
     while i < chars.len() {
         let c = chars[i];
         let next = chars.get(i + 1).copied();
-        let opens = |at: usize| chars.get(at) == Some(&'{');
-        let close = |from: usize| {
-            chars[from..]
-                .iter()
-                .position(|&c| c == '}')
-                .map(|p| from + p)
-        };
-        if (c == '$' || c == '#') && opens(i + 1) {
-            if let Some(end) = close(i + 2) {
-                out.push(Piece::Any);
-                i = end + 1;
+        match (c, next) {
+            ('%', Some('%')) | ('{', Some('{')) | ('}', Some('}')) => {
+                out.push(Piece::Text(c));
+                i += 2;
                 continue;
             }
-        } else if c == '{' {
-            if let Some(end) = close(i + 1) {
+            ('$' | '#', Some('{')) => {
+                i = close(i + 2)?;
                 out.push(Piece::Any);
-                i = end + 1;
                 continue;
             }
-        } else if c == '%' && next.is_some_and(|n| n == '(' || n.is_ascii_alphabetic()) {
-            let mut j = i + 1;
-            if next == Some('(') {
-                j = chars[j..]
-                    .iter()
-                    .position(|&c| c == ')')
-                    .map_or(chars.len(), |p| j + p + 1);
+            ('{', _) => {
+                i = close(i + 1)?;
+                out.push(Piece::Any);
+                continue;
             }
-            out.push(Piece::Any);
-            i = j + 1;
-            continue;
+            ('%', Some('(')) => {
+                let end = chars[i + 2..].iter().position(|&c| c == ')')? + i + 2;
+                // The verb after the name.
+                i = end + 2;
+                out.push(Piece::Any);
+                continue;
+            }
+            ('%', Some(n)) if n.is_ascii_alphanumeric() || "-+ #0.".contains(n) => {
+                let mut j = i + 1;
+                while j < chars.len() && (chars[j].is_ascii_digit() || "-+ #0.".contains(chars[j]))
+                {
+                    j += 1;
+                }
+                if !chars.get(j).is_some_and(char::is_ascii_alphabetic) {
+                    out.push(Piece::Text(c));
+                    i += 1;
+                    continue;
+                }
+                i = j + 1;
+                out.push(Piece::Any);
+                continue;
+            }
+            _ => {}
         }
         out.push(Piece::Text(c.to_ascii_lowercase()));
         i += 1;
     }
-    out
+    Some(out)
 }
 
-/// Whether a literal builds a key from parts (`_{prog_name}_COMPLETE`, `%s_CONFIG_PATH`,
-/// `${prefix}.timeout`): one word with a placeholder, and at least
-/// [`MIN_TEMPLATE_CHARS`] letters or digits of its own.
-fn is_key_template(lit: &str) -> bool {
-    let pieces = template_pieces(lit);
-    lit.len() <= MAX_TEMPLATE_CHARS
-        && !lit.contains(char::is_whitespace)
-        && pieces.contains(&Piece::Any)
-        && pieces
-            .iter()
-            .filter(|p| matches!(p, Piece::Text(c) if c.is_alphanumeric()))
-            .count()
-            >= MIN_TEMPLATE_CHARS
-}
-
-/// Whether `key` (`_FOO_BAR_COMPLETE`) is a value the key template `lit`
-/// (`_{prog_name}_COMPLETE`) builds: its text in place, in any case, and each placeholder a
-/// name of one or more letters, digits, `_` or `-`.
-fn builds_key(lit: &str, key: &str) -> bool {
-    fn fits(pieces: &[Piece], key: &[char]) -> bool {
-        match pieces.split_first() {
-            None => key.is_empty(),
-            Some((Piece::Text(c), rest)) => {
-                key.first().is_some_and(|k| k.to_ascii_lowercase() == *c) && fits(rest, &key[1..])
-            }
-            Some((Piece::Any, rest)) => (1..=key.len())
-                .take_while(|&n| key[n - 1].is_alphanumeric() || matches!(key[n - 1], '_' | '-'))
-                .any(|n| fits(rest, &key[n..])),
-        }
+/// The pieces of a literal that builds a key from parts (`_{prog_name}_COMPLETE`,
+/// `%s_CONFIG_PATH`, `${prefix}.timeout`): one word with a placeholder and at least
+/// [`MIN_TEMPLATE_CHARS`] letters or digits of its own, at most [`MAX_TEMPLATE_BYTES`] long.
+fn key_template(lit: &str) -> Option<Vec<Piece>> {
+    if lit.len() > MAX_TEMPLATE_BYTES
+        || !lit.contains(['{', '%'])
+        || lit.contains(char::is_whitespace)
+    {
+        return None;
     }
-    let key: Vec<char> = key.chars().collect();
-    fits(&template_pieces(lit), &key)
+    let pieces = template_pieces(lit)?;
+    (pieces.contains(&Piece::Any) && own_chars(&pieces) >= MIN_TEMPLATE_CHARS).then_some(pieces)
+}
+
+/// The letters and digits of a template's own text.
+fn own_chars(pieces: &[Piece]) -> usize {
+    pieces
+        .iter()
+        .filter(|p| matches!(p, Piece::Text(c) if c.is_alphanumeric()))
+        .count()
+}
+
+/// Whether `key` (`_FOO_BAR_COMPLETE`) is a value the key template `pieces`
+/// (`_{prog_name}_COMPLETE`) builds, and the template's own text is at least half of the
+/// key's letters and digits (`%s_HOME` says little of `MYAPP_HOME`): its text in place, in
+/// any case, and each placeholder a name of one or more letters, digits, `_` or `-`. In
+/// time linear in the pieces times the key's length.
+fn builds_key(pieces: &[Piece], key: &str) -> bool {
+    let key: Vec<char> = key.chars().map(|c| c.to_ascii_lowercase()).collect();
+    let alnum = key.iter().filter(|c| c.is_alphanumeric()).count();
+    if 2 * own_chars(pieces) < alnum {
+        return false;
+    }
+    let name = |c: char| c.is_alphanumeric() || matches!(c, '_' | '-');
+    // fits[j]: the pieces read so far build key[..j].
+    let mut fits = vec![false; key.len() + 1];
+    fits[0] = true;
+    for p in pieces {
+        let mut next = vec![false; key.len() + 1];
+        match p {
+            Piece::Text(c) => {
+                for j in 0..key.len() {
+                    next[j + 1] = fits[j] && key[j] == *c;
+                }
+            }
+            // One or more name characters: reachable from a fit just before a run of them.
+            Piece::Any => {
+                for j in 1..=key.len() {
+                    next[j] = name(key[j - 1]) && (fits[j - 1] || next[j - 1]);
+                }
+            }
+        }
+        fits = next;
+    }
+    fits[key.len()]
 }
 
 /// Whether `text` spells `key` as a whole: not inside a longer name (`_`, `-` and letters
@@ -1178,8 +1230,8 @@ const MAX_LENT_DEFINITIONS: usize = 3;
 const NARROW_POOL: usize = 100;
 /// Letters and digits a key template holds of its own at least.
 const MIN_TEMPLATE_CHARS: usize = 4;
-/// Characters of a key template at most.
-const MAX_TEMPLATE_CHARS: usize = 60;
+/// Bytes of a key template at most.
+const MAX_TEMPLATE_BYTES: usize = 60;
 /// Candidates, best first, read for thin wrappers whose delegates come before them.
 const DELEGATE_POOL: usize = 20;
 /// Lines of code a thin wrapper holds at most, its signature among them.
@@ -1654,13 +1706,32 @@ mod tests {
                 "type SetEnvPrefixes struct{}",
                 ChunkKind::Struct,
             ),
+            // `Get` is not a word of `Widget`.
+            doc(
+                "Get",
+                "func Get(key string) any { return w.Widget(key) }",
+                ChunkKind::Function,
+            ),
+            doc(
+                "Viper.Widget",
+                "func (v *Viper) Widget(key string) any {\n\treturn nil\n}",
+                ChunkKind::Method,
+            ),
+            // The last part of a function split at statements: short, and calling on.
+            {
+                let mut d = doc("Get", "\treturn v.Get(key)\n}", ChunkKind::Function);
+                d.header = "function Get (part 3/3)\nlanguage: go".into();
+                d
+            },
         ];
         let callees = |k: Key| match k.1 {
-            // Resolution by name finds the wrapper itself beside its delegate.
+            // The compactor never resolves a call to its caller; the rule does not count on it.
             0 => vec![(0, 0), (0, 1)],
             2 => vec![(0, 2), (0, 3)],
             4 => vec![(0, 5)],
             6 => vec![(0, 1)],
+            7 => vec![(0, 8)],
+            9 => vec![(0, 3)],
             _ => Vec::new(),
         };
         let at = |k: Key| &docs[k.1 as usize];
@@ -1668,10 +1739,12 @@ mod tests {
         assert_eq!(delegate((0, 2), &at, &callees), None, "more than a forward");
         assert_eq!(delegate((0, 4), &at, &callees), None, "a specialisation");
         assert_eq!(delegate((0, 6), &at, &callees), None, "not a function");
+        assert_eq!(delegate((0, 7), &at, &callees), None, "not its word");
+        assert_eq!(delegate((0, 9), &at, &callees), None, "a part");
         // In the ranking: the delegate comes just above its wrapper, the rest keep their order.
         let mut fused: HashMap<Key, f64> =
             [((0, 0), 0.5), ((0, 1), 0.1), ((0, 2), 0.4), ((0, 3), 0.3)].into();
-        give_way_to_delegates(&mut fused, at, callees);
+        give_way_to_delegates(&mut fused, 1.0, at, callees);
         let order: Vec<u32> = in_fused_order(&fused, at, |_| true)
             .into_iter()
             .map(|(k, _)| k.1)
@@ -1681,6 +1754,10 @@ mod tests {
             (fused[&(0, 0)] - 0.5).abs() < 1e-12,
             "the wrapper keeps its score"
         );
+        // A wrapper the query named keeps its place above a delegate it did not name.
+        let mut fused: HashMap<Key, f64> = [((0, 0), 1.5), ((0, 1), 0.1)].into();
+        give_way_to_delegates(&mut fused, 1.0, at, callees);
+        assert!(fused[&(0, 0)] > fused[&(0, 1)]);
     }
 
     /// Go and Rust raise an error by building a value of its type; the message is written by
@@ -1821,23 +1898,47 @@ mod tests {
 
     #[test]
     fn a_key_with_concrete_parts_meets_the_template_that_builds_it() {
+        let builds = |lit: &str, key: &str| key_template(lit).is_some_and(|t| builds_key(&t, key));
         // Python, Go, JavaScript, Ruby and Rust placeholders.
-        assert!(builds_key("_{prog_name}_COMPLETE", "_FOO_BAR_COMPLETE"));
-        assert!(builds_key("%s_CONFIG_PATH", "MYAPP_CONFIG_PATH"));
-        assert!(builds_key("%(prefix)s_CONFIG_PATH", "MYAPP_CONFIG_PATH"));
-        assert!(builds_key("${prefix}.timeout", "server.timeout"));
-        assert!(builds_key("#{app}_LOG_LEVEL", "web_log_level"));
-        assert!(builds_key("{}_COMPLETE", "_FOO_COMPLETE"));
+        assert!(builds("_{prog_name}_COMPLETE", "_FOO_BAR_COMPLETE"));
+        assert!(builds("%s_CONFIG_PATH", "MYAPP_CONFIG_PATH"));
+        assert!(builds("%-8s_CONFIG_PATH", "MYAPP_CONFIG_PATH"));
+        assert!(builds("%(prefix)s_CONFIG_PATH", "MYAPP_CONFIG_PATH"));
+        assert!(builds("${prefix}.timeout", "server.timeout"));
+        assert!(builds("#{app}_LOG_LEVEL", "web_log_level"));
+        assert!(builds("{}_COMPLETE", "_FOO_COMPLETE"));
+        assert!(
+            builds("{{{}}}_COMPLETE", "{x}_COMPLETE"),
+            "escaped braces are text"
+        );
+        assert!(
+            builds("100%%_{name}_RATE", "100%_cpu_rate"),
+            "so is an escaped percent"
+        );
         // The template's own text must be there, in its place; a placeholder is a name.
-        assert!(!builds_key("_{prog_name}_COMPLETE", "_FOO_BAR_COMPLETION"));
-        assert!(!builds_key("_{prog_name}_COMPLETE", "FOO_COMPLETE"));
-        assert!(!builds_key("%s_CONFIG_PATH", "_CONFIG_PATH"));
-        assert!(!builds_key("%s_CONFIG_PATH", "MY APP_CONFIG_PATH"));
-        // What reads as a key template: one word, a placeholder, four letters of its own.
-        assert!(is_key_template("_{prog_name}_COMPLETE"));
-        assert!(!is_key_template("{}_{}"), "too little of its own");
-        assert!(!is_key_template("_COMPLETE"), "no placeholder");
-        assert!(!is_key_template("invalid value for {name}"), "a sentence");
+        assert!(!builds("_{prog_name}_COMPLETE", "_FOO_BAR_COMPLETION"));
+        assert!(!builds("_{prog_name}_COMPLETE", "FOO_COMPLETE"));
+        assert!(!builds("%s_CONFIG_PATH", "_CONFIG_PATH"));
+        assert!(!builds("%s_CONFIG_PATH", "MY APP_CONFIG_PATH"));
+        // And at least half of the key: `%s_HOME` says little of `MYAPP_HOME`.
+        assert!(!builds("%s_HOME", "MYAPP_HOME"));
+        // What reads as a key template: one word, a placeholder that closes, four letters of
+        // its own.
+        assert!(key_template("_{prog_name}_COMPLETE").is_some());
+        assert!(key_template("{}_{}").is_none(), "too little of its own");
+        assert!(key_template("_COMPLETE").is_none(), "no placeholder");
+        assert!(
+            key_template("invalid value for {name}").is_none(),
+            "a sentence"
+        );
+        assert!(key_template("_{prog_name_COMPLETE").is_none(), "unclosed");
+        assert!(key_template("%(prefix_CONFIG_PATH").is_none(), "unclosed");
+        assert!(key_template("ünïcödé_{ñame}_ÇØMPLÉTE").is_some());
+        // Many placeholders, each able to take many of the key's characters: matched in one
+        // pass, not by trying every way to share the key out.
+        let many = template_pieces(&"{}a".repeat(20)).unwrap();
+        assert!(builds_key(&many, &"a".repeat(40)));
+        assert!(!builds_key(&many, &"a".repeat(39)));
         let text = "complete_var = f\"_{complete_name}_COMPLETE\".upper()";
         let other = "complete_var = os.environ.get(\"COMPLETE\")";
         let docs = [

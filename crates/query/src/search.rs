@@ -580,7 +580,7 @@ fn ranked_at(
                 .filter(|&(s, o)| filters[s as usize].ok(u64::from(o)))
                 .collect()
         };
-        rank::give_way_to_delegates(&mut fused, doc, callees);
+        rank::give_way_to_delegates(&mut fused, EXACT_SYMBOL, doc, callees);
     }
     let mut candidates: Vec<Candidate> = fused.into_iter().map(|((s, o), v)| (s, o, v)).collect();
     candidates.sort_by(by_score);
