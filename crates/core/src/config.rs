@@ -95,6 +95,9 @@ pub struct QueryConfig {
     pub named_repo_prior: f64,
     /// Prior of documentation when the query asks for code (1 = off).
     pub docs_prior: f64,
+    /// [`Self::docs_prior`] for a query that reads as a config key, flag or variable: a doc
+    /// that documents the key is half of what such a query asks for.
+    pub config_docs_prior: f64,
     /// Prior of documentation for a question asked as a user of the code (`how can I …`,
     /// `my command …`): such a question is answered by a doc page as often as by the code
     /// (the value of `docs_prior` = no difference from any other question).
@@ -209,6 +212,7 @@ impl Default for QueryConfig {
             generated_prior: 0.5,
             named_repo_prior: 0.5,
             docs_prior: 0.6,
+            config_docs_prior: 0.75,
             usage_docs_prior: 1.0,
             wide_prior: 0.5,
             module_prior: 1.0,

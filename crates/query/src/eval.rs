@@ -127,6 +127,7 @@ pub fn ablations() -> Vec<Ablation> {
             p.test_prior = 1.0;
             p.generated_prior = 1.0;
             p.docs_prior = 1.0;
+            p.config_docs_prior = 1.0;
             p.usage_docs_prior = 1.0;
             p.module_prior = 1.0;
         }),

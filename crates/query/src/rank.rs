@@ -829,6 +829,17 @@ pub fn adjust<'a, S: std::hash::BuildHasher>(
             );
         }
     }
+    // A config query weighs documentation (and commit messages) by its own prior.
+    let config_params;
+    let params = if intent == Intent::Config {
+        config_params = QueryConfig {
+            docs_prior: params.config_docs_prior,
+            ..params.clone()
+        };
+        &config_params
+    } else {
+        params
+    };
     for (key, v) in fused.iter_mut() {
         *v *= prior(doc(*key), wants, history, params);
     }
@@ -1894,6 +1905,44 @@ mod tests {
         assert!(!spells("MY_REQUESTS_CA_BUNDLE_PATH", "REQUESTS_CA_BUNDLE"));
         assert!(!spells("--no-ignore-vcs-parent", "no-ignore-vcs"));
         assert!(!spells("requests_ca_bundle", "REQUESTS_CA_BUNDLE"));
+    }
+
+    #[test]
+    fn a_config_query_weighs_docs_by_its_own_prior() {
+        use trawl_core::kind::ChunkKind;
+        use trawl_index::testing::function_doc;
+        let repo = "github.com/pinojs/pino";
+        let mut section = function_doc(
+            repo,
+            "docs/api.md",
+            "depthLimit",
+            "#### `depthLimit` (Number)\n\nOption to limit the depth of nested objects.",
+            (136, 141),
+        );
+        section.kind = ChunkKind::Section;
+        section.symbol = None;
+        section.qualified_name = None;
+        let code = function_doc(
+            repo,
+            "pino.js",
+            "pino",
+            "const { depthLimit, edgeLimit } = opts",
+            (114, 123),
+        );
+        let docs = [section, code];
+        let params = QueryConfig {
+            docs_prior: 0.5,
+            config_docs_prior: 0.8,
+            ..QueryConfig::default()
+        };
+        let fused = [(0, 0.1), (1, 0.1)];
+        let ratio = |query: &str| {
+            let f = adjusted(&docs, &fused, query, &params, |_| Vec::new());
+            f[&(0, 0)] / f[&(0, 1)]
+        };
+        assert_eq!(classify("depthLimit: 5"), Intent::Config);
+        assert!((ratio("depthLimit: 5") - 0.8).abs() < 1e-9);
+        assert!((ratio("how deep are nested objects logged?") - 0.5).abs() < 1e-9);
     }
 
     #[test]
