@@ -432,8 +432,14 @@ pub fn chunk_role(d: &DocRow) -> Role {
     }
 }
 
-/// The prior of a chunk for a query: below 1 for what the query does not ask for.
-pub fn prior(d: &DocRow, wants: Wants, history: bool, params: &QueryConfig) -> f64 {
+/// The prior of a chunk for a query of `intent`: below 1 for what the query does not ask
+/// for. A config query weighs documentation (and commit messages) by its own prior.
+pub fn prior(d: &DocRow, intent: Intent, wants: Wants, history: bool, params: &QueryConfig) -> f64 {
+    let docs_prior = if intent == Intent::Config {
+        params.config_docs_prior
+    } else {
+        params.docs_prior
+    };
     let role = chunk_role(d);
     let mut p = match (role, wants) {
         // Commit messages are prose: they compete as docs unless the question asks why or
@@ -442,10 +448,10 @@ pub fn prior(d: &DocRow, wants: Wants, history: bool, params: &QueryConfig) -> f
         (Role::History, _) if history => params.history_prior,
         (Role::History | Role::Docs, Wants::Docs)
         | (Role::Implementation, Wants::Code | Wants::Usage) => 1.0,
-        (Role::History, _) | (Role::Docs, Wants::Code) => params.docs_prior,
+        (Role::History, _) | (Role::Docs, Wants::Code) => docs_prior,
         (Role::Test | Role::Example, Wants::Code | Wants::Usage) => params.test_prior,
         (Role::Docs, Wants::Usage) => params.usage_docs_prior,
-        (_, Wants::Docs) => params.docs_prior.max(params.test_prior).sqrt(),
+        (_, Wants::Docs) => docs_prior.max(params.test_prior).sqrt(),
     };
     if is_wide(d.kind) {
         p *= params.wide_prior;
@@ -772,15 +778,16 @@ pub fn adjust<'a, S: std::hash::BuildHasher>(
             let top = fused.values().copied().fold(0.0, f64::max);
             for (&key, v) in fused.iter_mut() {
                 let text = &doc(key).text;
-                let mut spelled = keys.iter().filter(|k| spells(text, k)).count();
-                if spelled < keys.len() && text.contains(['{', '%']) {
+                let unspelled: Vec<&String> = keys.iter().filter(|k| !spells(text, k)).collect();
+                let mut spelled = keys.len() - unspelled.len();
+                if !unspelled.is_empty() && text.contains(['{', '%']) {
                     let templates: Vec<Vec<Piece>> = literals(text)
                         .iter()
                         .filter_map(|l| key_template(l))
                         .collect();
-                    spelled += keys
+                    spelled += unspelled
                         .iter()
-                        .filter(|k| !spells(text, k) && templates.iter().any(|t| builds_key(t, k)))
+                        .filter(|k| templates.iter().any(|t| builds_key(t, k)))
                         .count();
                 }
                 *v += params.key_boost * top * spelled as f64 / keys.len() as f64;
@@ -829,19 +836,8 @@ pub fn adjust<'a, S: std::hash::BuildHasher>(
             );
         }
     }
-    // A config query weighs documentation (and commit messages) by its own prior.
-    let config_params;
-    let params = if intent == Intent::Config {
-        config_params = QueryConfig {
-            docs_prior: params.config_docs_prior,
-            ..params.clone()
-        };
-        &config_params
-    } else {
-        params
-    };
     for (key, v) in fused.iter_mut() {
-        *v *= prior(doc(*key), wants, history, params);
+        *v *= prior(doc(*key), intent, wants, history, params);
     }
     if params.named_repo_prior < 1.0 {
         let named = named_repositories(query, fused.keys().map(|k| doc(*k).repo_id.as_str()));
