@@ -505,6 +505,65 @@ fn a_thin_wrapper_gives_its_place_to_the_definition_it_forwards_to() {
 }
 
 #[test]
+fn a_name_or_a_key_shows_its_documentation_among_the_first_answers() {
+    let src = SourceRepo::named("logger");
+    let code = |name: &str, use_: &str| {
+        format!(
+            "function {name} (obj, opts) {{\n  const depthLimit = opts.depthLimit\n  {use_}\n  return depthLimit\n}}\n\n"
+        )
+    };
+    let js: String = [
+        code("serialize", "if (depth > depthLimit) return '[Object]'"),
+        code("redact", "walk(obj, depthLimit)"),
+        code("format", "print(obj, { depthLimit })"),
+        code("child", "copy(opts.depthLimit)"),
+    ]
+    .concat();
+    src.commit(
+        &[
+            ("lib/tools.js", file(&js)),
+            (
+                "docs/api.md",
+                file(
+                    "# API\n\n## Options\n\nThe logger takes an options object.\n\n### `depthLimit` (Number)\n\nDefault: `5`. Option to limit the depth of nested objects when they are logged; deeper ones print as `[Object]`.\n",
+                ),
+            ),
+        ],
+        false,
+    );
+    let work = tempfile::tempdir().unwrap();
+    index(work.path(), &[&src.path()], "hash");
+    let kinds = |args: &[&str]| -> Vec<String> {
+        search_json(work.path(), args)
+            .iter()
+            .map(|h| h["kind"].as_str().unwrap_or("").to_owned())
+            .collect()
+    };
+    for key in ["depthLimit", "depthLimit: 5"] {
+        let on = kinds(&[key, "-k", "3"]);
+        assert_eq!(on.len(), 3, "{key}: {on:?}");
+        assert!(
+            on.iter().any(|k| k == "section"),
+            "{key}: the section among the first three: {on:?}"
+        );
+        let off = kinds(&[key, "-k", "3", "--set", "query.doc_place=0"]);
+        assert!(
+            !off.iter().any(|k| k == "section"),
+            "{key}: without the rule, the code that reads it fills the first three: {off:?}"
+        );
+    }
+    // A question in words is ranked as it is.
+    let question = "how deep are nested objects logged before they print as [Object]?";
+    assert_eq!(
+        search_json(work.path(), &[question, "-k", "5"]),
+        search_json(
+            work.path(),
+            &[question, "-k", "5", "--set", "query.doc_place=0"]
+        )
+    );
+}
+
+#[test]
 fn a_long_prose_section_is_cut_where_its_topic_changes() {
     let src = SourceRepo::named("runbook");
     src.commit(&[("RUNBOOK.md", file(RUNBOOK_MD))], false);

@@ -112,6 +112,10 @@ pub struct QueryConfig {
     /// A thin wrapper among the first candidates (a function of a few lines that calls a
     /// definition of its own name) has that definition raised just above it in the fused order.
     pub delegates: bool,
+    /// A query for a name or a key (not a question in words, not a pasted message) whose
+    /// first `doc_place` results hold no documentation section has the best section among its
+    /// first 50 candidates placed `doc_place`-th (0 = off).
+    pub doc_place: usize,
     /// A doc section that names a definition in a code span (`` `Client.retry` ``) adds
     /// this share of its score to that definition (0 = off).
     pub prose_lend: f64,
@@ -218,6 +222,7 @@ impl Default for QueryConfig {
             module_prior: 1.0,
             narrow: true,
             delegates: true,
+            doc_place: 3,
             prose_lend: 0.1,
             history_lend: 1.0,
             commit_lend: 0.0,

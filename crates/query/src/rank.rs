@@ -1244,6 +1244,62 @@ const DELEGATE_POOL: usize = 20;
 /// Lines of code a thin wrapper holds at most, its signature among them.
 const WRAPPER_LINES: usize = 3;
 
+/// Candidates, best first, read for a documentation section to place among the first results.
+const DOC_PLACE_POOL: usize = 50;
+
+/// Whether `d` is documentation written as prose: a Markdown or reST section, a text file's
+/// piece.
+fn is_prose_doc(d: &DocRow) -> bool {
+    matches!(d.kind, ChunkKind::Section | ChunkKind::Text)
+}
+
+/// A name or a key is answered by its definition or the code that reads it, and as often by
+/// the documentation that explains it. When none of the first `place` results is a
+/// documentation section and one is among the first candidates, the best such section takes
+/// the `place`-th result's place and the results from there move down one. Results are
+/// counted as the answer shows them: a candidate that `overlaps` a better one is shown as its
+/// context, not as a result of its own. The scores stay with their places, so they still fall
+/// down the list.
+pub fn give_docs_a_place<'a>(
+    ranked: &mut [(u32, u32, f64)],
+    place: usize,
+    doc: impl Fn(u32, u32) -> &'a DocRow,
+    overlaps: impl Fn(&DocRow, &DocRow) -> bool,
+) {
+    if place == 0 {
+        return;
+    }
+    let row = |c: &(u32, u32, f64)| doc(c.0, c.1);
+    // The places in `ranked` of the results the answer shows, within the pool.
+    let mut shown: Vec<usize> = Vec::new();
+    for i in 0..ranked.len().min(DOC_PLACE_POOL) {
+        let d = row(&ranked[i]);
+        if !shown.iter().any(|&j| overlaps(row(&ranked[j]), d)) {
+            shown.push(i);
+        }
+    }
+    if shown
+        .iter()
+        .take(place)
+        .any(|&i| is_prose_doc(row(&ranked[i])))
+    {
+        return;
+    }
+    let Some(&from) = shown
+        .iter()
+        .skip(place)
+        .find(|&&i| is_prose_doc(row(&ranked[i])))
+    else {
+        return;
+    };
+    let to = shown[place - 1];
+    let scores: Vec<f64> = ranked[to..=from].iter().map(|c| c.2).collect();
+    ranked[to..=from].rotate_right(1);
+    for (c, score) in ranked[to..=from].iter_mut().zip(scores) {
+        c.2 = score;
+    }
+}
+
 /// A wide chunk (a file's table of contents, a class skeleton) gives its place to the best
 /// narrower candidate of the same file inside its lines, when there is one, and leaves the
 /// results: a citation points at the lines that answer, and the skeleton is that result's
@@ -1662,6 +1718,59 @@ mod tests {
             }
         };
         assert_ne!(order(&params, &everywhere)[1], 2);
+    }
+
+    #[test]
+    fn a_name_shows_its_documentation_among_its_first_answers() {
+        use trawl_core::kind::ChunkKind;
+        use trawl_index::testing::function_doc;
+        let repo = "github.com/pinojs/pino";
+        let row = |path: &str, kind: ChunkKind, lines: (u32, u32)| {
+            let mut d = function_doc(repo, path, path, "text", lines);
+            d.kind = kind;
+            d
+        };
+        let docs = [
+            row("lib/proto.js", ChunkKind::Function, (10, 40)),
+            // Inside the first result: shown as its context, not as a result.
+            row("lib/proto.js", ChunkKind::Function, (12, 20)),
+            row("lib/tools.js", ChunkKind::Function, (1, 9)),
+            row("test/basic.test.js", ChunkKind::Function, (1, 9)),
+            row("docs/api.md", ChunkKind::Section, (100, 120)),
+            row("README.md", ChunkKind::Section, (1, 20)),
+        ];
+        let doc = |_: u32, o: u32| &docs[o as usize];
+        let overlaps = |a: &DocRow, b: &DocRow| {
+            a.path == b.path && a.start_line <= b.end_line && b.start_line <= a.end_line
+        };
+        let ranked = || -> Vec<(u32, u32, f64)> {
+            (0..docs.len() as u32)
+                .map(|o| (0, o, 1.0 - f64::from(o) / 10.0))
+                .collect()
+        };
+        let order = |r: &[(u32, u32, f64)]| r.iter().map(|c| c.1).collect::<Vec<_>>();
+        // The third result shown is the fourth candidate: the best section takes its place,
+        // and the scores stay with the places.
+        let mut r = ranked();
+        give_docs_a_place(&mut r, 3, doc, overlaps);
+        assert_eq!(order(&r), [0, 1, 2, 4, 3, 5]);
+        assert!(r.windows(2).all(|w| w[0].2 >= w[1].2), "{r:?}");
+        // A section already among the first results shown: nothing moves.
+        let mut r = ranked();
+        give_docs_a_place(&mut r, 4, doc, overlaps);
+        assert_eq!(order(&r), [0, 1, 2, 3, 4, 5]);
+        // Off, nothing moves; with no section among the candidates, nothing moves.
+        let mut r = ranked();
+        give_docs_a_place(&mut r, 0, doc, overlaps);
+        assert_eq!(order(&r), [0, 1, 2, 3, 4, 5]);
+        let mut r = ranked();
+        r.truncate(4);
+        give_docs_a_place(&mut r, 1, doc, overlaps);
+        assert_eq!(order(&r), [0, 1, 2, 3]);
+        // At the first place.
+        let mut r = ranked();
+        give_docs_a_place(&mut r, 1, doc, overlaps);
+        assert_eq!(order(&r), [4, 0, 1, 2, 3, 5]);
     }
 
     #[test]

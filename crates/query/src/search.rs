@@ -639,6 +639,15 @@ fn ranked_at(
             candidates[fixed + slot] = (s, o, scores[slot]);
         }
     }
+    // A name or a key shows its documentation among its first answers.
+    if effective == Mode::Hybrid && matches!(intent, Intent::Identifier | Intent::Config) {
+        rank::give_docs_a_place(
+            &mut candidates,
+            params.doc_place,
+            |s, o| doc((s, o)),
+            |a, b| overlap(a, b).is_some(),
+        );
+    }
     Ok(Ranked {
         candidates,
         pool,
