@@ -1273,7 +1273,7 @@ impl<'s> Walker<'s> {
             let sig = &sig[..crate::text::floor_boundary(sig, 300)];
             sig.to_owned()
         });
-        let points: Vec<(usize, Option<Node>)> = match body {
+        let mut points: Vec<(usize, Option<Node>)> = match body {
             Some(b) => self
                 .cut_points(b, node)
                 .into_iter()
@@ -1285,6 +1285,32 @@ impl<'s> Walker<'s> {
                 .map(|n| (n.start_byte(), Some(n)))
                 .collect(),
         };
+        // A docstring stays with the signature it documents: the first part holds both, cut
+        // inside the docstring (between its paragraphs) only when together they are over the
+        // ceiling. A part of a signature alone (or of overload stubs and a signature) answers
+        // nothing.
+        if let Some(doc) = body.and_then(|b| self.docstring(b)) {
+            points.retain(|&(p, _)| p != doc.start_byte());
+        }
+        // Overload stubs read with their implementation (Python's `@overload`, TypeScript's
+        // signatures) are declarations: the implementation's own start is a cut point too, so
+        // that, cut, its signature and docstring start a part rather than follow the stubs.
+        let mut outer = node;
+        while let Some(up) = outer.parent()
+            && up.start_byte() >= start
+            && up.end_byte() == node.end_byte()
+        {
+            outer = up;
+        }
+        let mut before = outer.prev_named_sibling();
+        while let Some(p) = before.filter(|p| p.start_byte() >= start) {
+            if self.overload_name(p).is_some() {
+                points.push((outer.start_byte(), Some(outer)));
+                points.sort_by_key(|&(p, _)| p);
+                break;
+            }
+            before = p.prev_named_sibling();
+        }
         let ranges = self.pack(start, end, &points, depth);
         let first = self.out.len();
         self.emit_parts(

@@ -915,6 +915,76 @@ fn python_overload_stubs_read_with_their_implementation() {
 }
 
 #[test]
+fn a_cut_python_function_keeps_its_docstring_with_its_signature() {
+    let paragraphs = |n: usize| -> String {
+        (0..n)
+            .map(|i| format!("    Paragraph {i} explains how the generator keeps the request context alive.\n    It runs inside the current context until the response is sent.\n\n"))
+            .collect()
+    };
+    let body: String = (0..14)
+        .map(|i| format!("    step_{i} = run_step({i}, generator_or_function)\n"))
+        .collect();
+    let parts = |src: &str| -> Vec<String> {
+        let opts = Options::default();
+        let c = chunk("helpers.py", Some("python"), src, Strategy::Ast, &opts);
+        invariants(src, &c, opts.ceiling).unwrap();
+        c.pieces
+            .iter()
+            .filter(|p| p.symbol.as_deref() == Some("stream"))
+            .map(|p| src[p.start..p.end].to_owned())
+            .collect()
+    };
+    // A docstring that fits under the ceiling alone but not with its signature: the first
+    // part holds the signature and the docstring's start, cut between its paragraphs; it is
+    // never the signature alone.
+    let src = format!(
+        "def stream(\n    generator_or_function,\n    *,\n    buffer_size: int = 8192,\n    keep_context: bool = True,\n    on_close: t.Callable[[], None] | None = None,\n    encoding: str = \"utf-8\",\n):\n    \"\"\"Wrap a response generator.\n\n{}    \"\"\"\n{body}    return generator_or_function\n",
+        paragraphs(13)
+    );
+    let cut = parts(&src);
+    assert!(cut.len() >= 2, "{cut:#?}");
+    assert!(
+        cut[0].starts_with("def stream(") && cut[0].contains("Paragraph 0 explains"),
+        "the first part holds the signature and the docstring's start: {:?}",
+        cut[0]
+    );
+    assert!(
+        cut[1].trim_start().starts_with("Paragraph"),
+        "the docstring is cut between its paragraphs: {:?}",
+        cut[1]
+    );
+    assert!(
+        cut.last()
+            .unwrap()
+            .ends_with("return generator_or_function")
+    );
+    // Overload stubs read with their implementation are declarations: cut, they are a part of
+    // their own, and the implementation's signature and docstring start the next.
+    let src = format!(
+        "import typing as t\n\n\n@t.overload\ndef stream(generator_or_function: t.Iterator[t.AnyStr]) -> t.Iterator[t.AnyStr]: ...\n\n\n@t.overload\ndef stream(\n    generator_or_function: t.Callable[..., t.Iterator[t.AnyStr]],\n) -> t.Callable[[t.Iterator[t.AnyStr]], t.Iterator[t.AnyStr]]: ...\n\n\ndef stream(generator_or_function):\n    \"\"\"Wrap a response generator.\n\n{}    \"\"\"\n{body}    return generator_or_function\n",
+        paragraphs(12)
+    );
+    let cut = parts(&src);
+    assert!(cut.len() >= 3, "{cut:#?}");
+    assert!(
+        cut[0].starts_with("@t.overload") && !cut[0].contains("def stream(generator_or_function):"),
+        "the stubs alone: {:?}",
+        cut[0]
+    );
+    assert!(
+        cut[1].starts_with("def stream(generator_or_function):\n    \"\"\"Wrap")
+            && cut[1].contains("Paragraph 0 explains"),
+        "the implementation's signature and docstring: {:?}",
+        cut[1]
+    );
+    assert!(
+        cut.last()
+            .unwrap()
+            .ends_with("return generator_or_function")
+    );
+}
+
+#[test]
 fn a_split_rust_impl_names_members_by_their_type_and_leaves_no_brace_alone() {
     let src = "pub type Result<T> = std::result::Result<T, Error>;\n\npub struct Walker {\n    depth: usize,\n}\n\nimpl std::fmt::Display for Walker {\n    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {\n        write!(f, \"walker at depth {}\", self.depth)?;\n        write!(f, \" and more\")\n    }\n\n    /// Not a real method of Display, but long enough to split the impl.\n    fn describe(&self) -> String {\n        format!(\"a walker that is {} levels deep\", self.depth)\n    }\n}\n";
     let opts = Options {
