@@ -486,7 +486,7 @@ impl<'s> Walker<'s> {
         }
         if spec.arrow_functions {
             if let Some((_, value)) = self.js_assignment(node) {
-                if is_js_function(value) {
+                if is_js_function(value) || js_made_function(value).is_some() {
                     return Some((node, Kind::Function));
                 }
                 // `module.exports = class Application extends Emitter { … }`,
@@ -1259,9 +1259,28 @@ impl<'s> Walker<'s> {
                 inner.push(me.clone());
                 let first = self.out.len();
                 self.block(&children, start, end, &inner, parent, Some(&me), depth + 1);
-                for p in &mut self.out[first..] {
-                    if p.symbol.as_deref() == Some(name.as_str()) && p.owner.is_none() {
-                        p.owner.clone_from(&owner);
+                // Its own code around them is one definition cut in parts: numbered as such, so
+                // that a call resolves to its first part and a reader sees the pieces belong.
+                let own: Vec<usize> = (first..self.out.len())
+                    .filter(|&i| {
+                        let p = &self.out[i];
+                        p.kind == kind
+                            && p.symbol.as_deref() == Some(name.as_str())
+                            && p.scope.as_slice() == scope
+                    })
+                    .collect();
+                let n = own.len() as u32;
+                let signature = self.src[node.start_byte()..b.start_byte()].trim();
+                let signature = &signature[..crate::text::floor_boundary(signature, 300)];
+                for (k, &i) in own.iter().enumerate() {
+                    let p = &mut self.out[i];
+                    p.owner.clone_from(&owner);
+                    if n > 1 {
+                        p.part = Some((k as u32 + 1, n));
+                        p.signature = Some(signature.to_owned());
+                    } else {
+                        p.part = None;
+                        p.signature = None;
                     }
                 }
                 return;
@@ -1501,6 +1520,9 @@ impl<'s> Walker<'s> {
                 "object" => return Some(value),
                 "class" => return value.child_by_field_name("body"),
                 _ => {}
+            }
+            if let Some(f) = js_made_function(value) {
+                return f.child_by_field_name("body");
             }
         }
         if let Some(b) = node.child_by_field_name("body") {
@@ -1887,6 +1909,27 @@ fn is_js_function(n: Node) -> bool {
         n.kind(),
         "arrow_function" | "function_expression" | "function" | "generator_function"
     )
+}
+
+/// JavaScript: the function a call is given to make a value bound to a name — `const Button =
+/// forwardRef((props, ref) => {…})`, zod's `const $ZodString = core.$constructor("$ZodString",
+/// (inst, def) => {…})`, `exports.f = deprecate.function(function f() {…}, '…')`: its one
+/// argument that is a function whose body is a block of three lines or more. A value computed
+/// with a short callback (`items.map((x) => x * 2)`) or with several is code.
+fn js_made_function(value: Node) -> Option<Node> {
+    if value.kind() != "call_expression" {
+        return None;
+    }
+    let args = value.child_by_field_name("arguments")?;
+    let mut c = args.walk();
+    let mut made = args.named_children(&mut c).filter(|a| {
+        is_js_function(*a)
+            && a.child_by_field_name("body").is_some_and(|b| {
+                b.kind() == "statement_block" && b.end_position().row >= b.start_position().row + 2
+            })
+    });
+    let f = made.next()?;
+    made.next().is_none().then_some(f)
 }
 
 /// JavaScript: the bodies of the functions an immediately invoked function expression

@@ -446,6 +446,23 @@ fn an_oversize_function_is_the_scope_of_the_functions_it_defines() {
         "{}",
         own.last().unwrap().text
     );
+    // Its own code around them is one definition in parts, numbered as such (a call
+    // resolves to the first).
+    assert!(
+        own[0]
+            .header
+            .starts_with("src/store.js · function createStore (part 1/2)\n"),
+        "{}",
+        own[0].header
+    );
+    assert!(
+        own.last()
+            .unwrap()
+            .header
+            .starts_with("src/store.js · function createStore (part 2/2)\n"),
+        "{}",
+        own.last().unwrap().header
+    );
     // Small, it stays one chunk, its functions inside it.
     let small = "function outer() {\n  function inner() { return 1; }\n  return inner();\n}\n";
     assert_eq!(
@@ -912,6 +929,26 @@ fn python_overload_stubs_read_with_their_implementation() {
         reverse.text
     );
     assert_eq!(by_qualified(&recs, "Config").members, ["Config.get"]);
+}
+
+#[test]
+fn a_function_a_call_is_given_to_make_a_named_value_is_that_definition() {
+    let src = "import { forwardRef } from 'react';\n\nexport const Button = forwardRef((props, ref) => {\n  const label = props.label.trim();\n  return render(ref, label);\n});\n\nexport const $ZodString: core.$constructor<$ZodString> = /*@__PURE__*/ core.$constructor(\"$ZodString\", (inst, def) => {\n  $ZodType.init(inst, def);\n  inst._zod.parse = (payload) => payload;\n});\n\nexports.handle = deprecate.function(function handle(req) {\n  req.handled = true;\n  return req;\n}, 'handle: use route()');\n\nconst doubled = items.map((x) => x * 2);\nconst short = wrap(() => { return 1; });\nconst both = pair(\n  () => {\n    one();\n  },\n  () => {\n    two();\n  },\n);\n";
+    assert_eq!(
+        definitions("typescript", src),
+        pairs(&[
+            ("function", "Button"),
+            ("function", "$ZodString"),
+            ("function", "exports.handle"),
+        ])
+    );
+    let recs = records("src/schemas.ts", "typescript", src);
+    let zod = by_symbol(&recs, "$ZodString");
+    assert!(
+        zod.text.starts_with("export const $ZodString") && zod.text.ends_with("});"),
+        "{}",
+        zod.text
+    );
 }
 
 #[test]
