@@ -359,8 +359,9 @@ pub fn decode(bytes: &[u8]) -> Result<(String, Option<&'static str>), SkipReason
             Ok((text.into_owned(), Some(enc.name())))
         };
     }
-    let head = &bytes[..bytes.len().min(8000)];
-    if head.contains(&0) {
+    // Text holds no NUL anywhere: a PDF (an Illustrator `.ai`) or an archive may hold its
+    // first past git's 8,000-byte sniff.
+    if bytes.contains(&0) {
         return Err(SkipReason::Binary);
     }
     let body = bytes.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(bytes);
@@ -374,8 +375,23 @@ pub fn decode(bytes: &[u8]) -> Result<(String, Option<&'static str>), SkipReason
     if had_errors || text.contains('\u{FFFD}') {
         return Err(SkipReason::Undecodable);
     }
+    // A single-byte encoding decodes any bytes: compressed or encrypted data read as
+    // Windows-1252 is one character in ten a control character, text next to none.
+    let (mut chars, mut controls) = (0usize, 0usize);
+    for c in text.chars() {
+        chars += 1;
+        controls +=
+            usize::from(c.is_control() && !matches!(c, '\t' | '\n' | '\r' | '\x0c' | '\x1b'));
+    }
+    if controls * MAX_CONTROL_SHARE > chars {
+        return Err(SkipReason::Binary);
+    }
     Ok((text.into_owned(), Some(enc.name())))
 }
+
+/// Of this many characters of text in a legacy encoding, at most one is a control character
+/// (tab, line breaks, form feed and escape aside); more, and the bytes are data.
+const MAX_CONTROL_SHARE: usize = 100;
 
 #[cfg(test)]
 mod tests {
@@ -444,6 +460,28 @@ mod tests {
         assert_eq!(check(b"def f(): pass\n"), text("def f(): pass\n"));
         assert_eq!(check(b"\xEF\xBB\xBFx = 1\n"), text("x = 1\n"));
         assert_eq!(check(b"\x7fELF\x00\x01"), Content::Skip(SkipReason::Binary));
+        // A PDF whose first NUL is past the first 8,000 bytes, and compressed data with none:
+        // no single-byte encoding makes them text.
+        let mut pdf = b"%PDF-1.6\n%\xe2\xe3\xcf\xd3\n".to_vec();
+        pdf.extend(
+            std::iter::repeat_n(b"1 0 obj << /Length 5 >> stream\n".as_slice(), 400).flatten(),
+        );
+        pdf.extend(b"\x00\x01\x02binary\n");
+        assert!(pdf.len() > 8000);
+        assert_eq!(check(&pdf), Content::Skip(SkipReason::Binary));
+        let brotli: Vec<u8> = (0u32..400)
+            .map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8 | 1)
+            .collect();
+        assert!(std::str::from_utf8(&brotli).is_err() && !brotli.contains(&0));
+        assert_eq!(check(&brotli), Content::Skip(SkipReason::Binary));
+        // Text in a legacy encoding is still text.
+        assert!(matches!(
+            check(b"# caf\xe9 cr\xe8me br\xfbl\xe9e\nprice = '5 \x80'\n"),
+            Content::Text {
+                encoding: Some(_),
+                ..
+            }
+        ));
         assert_eq!(
             check(b"version https://git-lfs.github.com/spec/v1\noid sha256:ab\nsize 9\n"),
             Content::Skip(SkipReason::LfsPointer)
