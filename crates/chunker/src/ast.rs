@@ -827,7 +827,7 @@ impl<'s> Walker<'s> {
     /// directly above a definition to it.
     fn items<'t>(&self, children: &[Node<'t>]) -> Vec<Item<'t>> {
         let spec = self.spec;
-        let mut items = Vec::with_capacity(children.len());
+        let mut items: Vec<Item<'t>> = Vec::with_capacity(children.len());
         let mut pending: Vec<Node<'t>> = Vec::new();
         let code = |n: Node<'t>| Item {
             start: n.start_byte(),
@@ -840,6 +840,17 @@ impl<'s> Walker<'s> {
         let mut overloads: Vec<usize> = Vec::new();
         for (at, &node) in children.iter().enumerate() {
             let k = node.kind();
+            // A comment after code on the same line (`type Key = string; // or a pattern`)
+            // ends that code: it is not the next definition's leading comment.
+            if spec.comments.contains(&k)
+                && pending.is_empty()
+                && let Some(last) = items.last_mut()
+                && last.end <= node.start_byte()
+                && !self.src[last.end..node.start_byte()].contains('\n')
+            {
+                last.end = node.end_byte();
+                continue;
+            }
             if spec.comments.contains(&k) || spec.attributes.contains(&k) {
                 pending.push(node);
                 continue;
@@ -1198,15 +1209,18 @@ impl<'s> Walker<'s> {
                 p.symbol = Some(name.clone());
                 p.scope = scope.to_vec();
                 p.parent = parent;
+                // Cut between members, never between a member's decorators and its
+                // signature: each member is outlined in one part, and cited by it alone.
                 let skel_ranges = {
                     let mut notes = Vec::new();
-                    split_lines(&skeleton, 0, skeleton.len(), ceiling, &mut notes)
+                    let members: Vec<usize> = lines.iter().map(|l| l.0).collect();
+                    pack_at(&skeleton, &members, ceiling, &mut notes)
                 };
                 let n = skel_ranges.len();
                 let skel_index = self.out.len();
                 for (i, (s, e)) in skel_ranges.into_iter().enumerate() {
                     let mut q = p.clone();
-                    skeleton[s..e].clone_into(&mut q.text);
+                    skeleton[s..e].trim_end().clone_into(&mut q.text);
                     if n > 1 {
                         q.part = Some((i as u32 + 1, n as u32));
                         // A part cites the members it outlines, from the container's start
@@ -1909,6 +1923,39 @@ fn is_js_function(n: Node) -> bool {
         n.kind(),
         "arrow_function" | "function_expression" | "function" | "generator_function"
     )
+}
+
+/// `[0, text.len())` cut into ranges under `ceiling` at `points` (byte offsets, ascending)
+/// only: each range runs to the last point that fits; a stretch between two points that is
+/// over the ceiling alone is cut by [`split_lines`].
+fn pack_at(
+    text: &str,
+    points: &[usize],
+    ceiling: usize,
+    notes: &mut Vec<crate::Note>,
+) -> Vec<(usize, usize)> {
+    let mut out = Vec::new();
+    let (mut cur, mut fits) = (0, 0);
+    let ends = points.iter().copied().filter(|&p| p > 0 && p < text.len());
+    for p in ends.chain([text.len()]) {
+        if p - cur <= ceiling {
+            fits = p;
+            continue;
+        }
+        if fits > cur {
+            out.push((cur, fits));
+            cur = fits;
+        }
+        if p - cur > ceiling {
+            out.extend(split_lines(text, cur, p, ceiling, notes));
+            cur = p;
+        }
+        fits = p;
+    }
+    if cur < text.len() {
+        out.push((cur, text.len()));
+    }
+    out
 }
 
 /// JavaScript: the function a call is given to make a value bound to a name — `const Button =

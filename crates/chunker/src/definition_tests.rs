@@ -279,7 +279,7 @@ fn each_part_of_a_long_skeleton_cites_the_members_it_outlines() {
     for i in 0..60 {
         let _ = writeln!(
             src,
-            "    def route_{i:02}(self, request):\n        \"\"\"Handle route {i}, the one for the {i}th path.\"\"\"\n        return self.dispatch(request, {i})\n"
+            "    @cached(\"/path/{i}\")\n    def route_{i:02}(self, request):\n        \"\"\"Handle route {i}, the one for the {i}th path.\"\"\"\n        return self.dispatch(request, {i})\n"
         );
     }
     let lines = src.trim_end().lines().count() as u32;
@@ -299,8 +299,29 @@ fn each_part_of_a_long_skeleton_cites_the_members_it_outlines() {
             part.end_line
         );
         if i > 0 {
-            assert!(part.start_line > parts[i - 1].start_line);
+            assert!(
+                part.start_line > parts[i - 1].end_line,
+                "parts {} and {i} overlap: {}-{} and {}-{}",
+                i - 1,
+                parts[i - 1].start_line,
+                parts[i - 1].end_line,
+                part.start_line,
+                part.end_line
+            );
         }
+        // A member's decorator is outlined with its signature, in the same part.
+        assert!(
+            !part
+                .text
+                .trim_end()
+                .lines()
+                .last()
+                .unwrap()
+                .trim_start()
+                .starts_with('@'),
+            "part {i} ends with a decorator: {}",
+            part.text
+        );
         // Every member it lists lies in the lines it cites.
         for l in part
             .text
@@ -949,6 +970,39 @@ fn a_function_a_call_is_given_to_make_a_named_value_is_that_definition() {
         "{}",
         zod.text
     );
+}
+
+#[test]
+fn a_comment_after_code_on_its_line_ends_that_code_not_the_next_definition() {
+    let ts = "export type Key = string | number; // or a pattern\nexport interface Def {\n  key: Key;\n}\n";
+    let py = "TIMEOUT = 5  # seconds\ndef fetch(url):\n    return get(url, TIMEOUT)\n";
+    let go = "package x\n\ntype Level uint32 // the lowest first\n// Logger writes lines.\ntype Logger struct {\n\tlevel Level\n}\n";
+    for (lang, src, name, starts, before) in [
+        (
+            "typescript",
+            ts,
+            "Def",
+            "export interface Def",
+            "// or a pattern",
+        ),
+        ("python", py, "fetch", "def fetch(url):", "# seconds"),
+        (
+            "go",
+            go,
+            "Logger",
+            "// Logger writes lines.",
+            "// the lowest first",
+        ),
+    ] {
+        let recs = records("x", lang, src);
+        let def = by_symbol(&recs, name);
+        assert!(def.text.starts_with(starts), "{lang}: {:?}", def.text);
+        assert!(
+            recs.iter()
+                .any(|r| r.text.ends_with(before) && r.start_line == def.start_line - 1),
+            "{lang}: the comment stays with the line it ends: {recs:#?}"
+        );
+    }
 }
 
 #[test]
