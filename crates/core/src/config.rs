@@ -901,7 +901,8 @@ pub struct FetchConfig {
     pub concurrency: usize,
     /// Files larger than this are skipped (`too-large`), in bytes.
     pub max_file_bytes: u64,
-    /// A file with a line longer than this is treated as minified (`minified`), in bytes.
+    /// A file whose lines longer than this hold more than half its bytes is treated as
+    /// minified (`minified`), in bytes.
     pub max_line_bytes: usize,
     /// Globs of paths skipped as vendored or generated, on top of the built-in list.
     pub exclude: Vec<String>,

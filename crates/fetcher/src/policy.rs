@@ -47,7 +47,7 @@ pub enum SkipReason {
     Undecodable,
     /// Declares itself generated ("Code generated … DO NOT EDIT", `@generated`).
     Generated,
-    /// `*.min.js` and the like, or a line longer than `fetch.max_line_bytes`.
+    /// `*.min.js` and the like, or most of its bytes in lines longer than `fetch.max_line_bytes`.
     Minified,
     /// No content.
     Empty,
@@ -310,7 +310,14 @@ impl Policy {
         {
             return Content::Skip(SkipReason::Generated);
         }
-        if text.split('\n').any(|l| l.len() > self.max_line_bytes) {
+        // Minified: most of the file in lines too long to read. One long line in a file of
+        // code (a test's string of 2,000 emoji) does not make it so.
+        let long: usize = text
+            .split('\n')
+            .map(str::len)
+            .filter(|&n| n > self.max_line_bytes)
+            .sum();
+        if 2 * long > text.len() {
             return Content::Skip(SkipReason::Minified);
         }
         if self.secrets_allowed(path) {
@@ -494,6 +501,10 @@ mod tests {
             check(format!("var a={};\n", "1,".repeat(200)).as_bytes()),
             Content::Skip(SkipReason::Minified)
         );
+        // One long line among many of code is not a minified file.
+        let code = "test('a case', () => ok(1));\n".repeat(40);
+        let with_long = format!("{code}const s = \"{}\";\n{code}", "x".repeat(300));
+        assert!(matches!(check(with_long.as_bytes()), Content::Text { .. }));
         // Assembled at run time, so that this file holds no key.
         let marker = ["-----BEGIN RSA", " PRIVATE KEY-----"].concat();
         let key = format!(
