@@ -485,8 +485,10 @@ impl<'s> Walker<'s> {
             return Some((node, go_type(node).unwrap_or(kind)));
         }
         if spec.arrow_functions {
-            if let Some((_, value)) = self.js_assignment(node) {
-                if is_js_function(value) || js_made_function(value).is_some() {
+            if let Some((target, value)) = self.js_assignment(node) {
+                if is_js_function(value)
+                    || self.js_made_function(self.text(target), value).is_some()
+                {
                     return Some((node, Kind::Function));
                 }
                 // `module.exports = class Application extends Emitter { … }`,
@@ -697,6 +699,40 @@ impl<'s> Walker<'s> {
         (defines && js_path(&path).is_some()).then_some((path, *value))
     }
 
+    /// JavaScript: the function a call is given to make a value bound to `target` —
+    /// `const Button = forwardRef((props, ref) => {…})`, zod's `const $ZodString =
+    /// core.$constructor("$ZodString", (inst, def) => {…})`, `exports.handle =
+    /// deprecate.function(function handle() {…}, '…')`: the call's one argument that is a
+    /// function whose body is a block of three lines or more, when the name reads as a
+    /// definition's — capitalised as a component, class or schema is (`$` aside), or the
+    /// function's own name. A value a call computes with a callback (`const server =
+    /// http.createServer((req, res) => {…})`, `const total = list.reduce(…)`, `const timer =
+    /// setTimeout(…)`) is code.
+    fn js_made_function<'t>(&self, target: &str, value: Node<'t>) -> Option<Node<'t>> {
+        if value.kind() != "call_expression" {
+            return None;
+        }
+        let args = value.child_by_field_name("arguments")?;
+        let mut c = args.walk();
+        let mut made = args.named_children(&mut c).filter(|a| {
+            is_js_function(*a)
+                && a.child_by_field_name("body").is_some_and(|b| {
+                    b.kind() == "statement_block"
+                        && b.end_position().row >= b.start_position().row + 2
+                })
+        });
+        let f = made.next()?;
+        if made.next().is_some() {
+            return None;
+        }
+        let name = target.rsplit('.').next().unwrap_or(target);
+        let capitalised = name
+            .trim_start_matches('$')
+            .starts_with(|c: char| c.is_uppercase());
+        let own = f.child_by_field_name("name").map(|n| self.text(n));
+        (capitalised || own == Some(name)).then_some(f)
+    }
+
     /// `lambda …`, `partial(…)`, `functools.partial(…)`, `partialmethod(…)`.
     fn is_py_function(&self, value: Node) -> bool {
         match value.kind() {
@@ -842,14 +878,30 @@ impl<'s> Walker<'s> {
             let k = node.kind();
             // A comment after code on the same line (`type Key = string; // or a pattern`)
             // ends that code: it is not the next definition's leading comment.
-            if spec.comments.contains(&k)
-                && pending.is_empty()
-                && let Some(last) = items.last_mut()
-                && last.end <= node.start_byte()
-                && !self.src[last.end..node.start_byte()].contains('\n')
-            {
-                last.end = node.end_byte();
-                continue;
+            if spec.comments.contains(&k) && pending.is_empty() && !self.text(node).contains('\n') {
+                // `}; // end a`: the `;` reads with what it ends, and the comment with both.
+                while let [.., a, b] = items.as_slice()
+                    && b.def.is_none()
+                    && b.node.is_named()
+                    && !self.src[b.start..b.end].contains(char::is_alphanumeric)
+                    && !self.src[a.end..b.start].contains('\n')
+                {
+                    let end = b.end;
+                    items.pop();
+                    if let Some(a) = items.last_mut() {
+                        a.end = end;
+                    }
+                }
+                // Not after an opening bracket (`class A { // note`): that line reads with
+                // the first member.
+                if let Some(last) = items.last_mut()
+                    && last.node.is_named()
+                    && last.end <= node.start_byte()
+                    && !self.src[last.end..node.start_byte()].contains('\n')
+                {
+                    last.end = node.end_byte();
+                    continue;
+                }
             }
             if spec.comments.contains(&k) || spec.attributes.contains(&k) {
                 pending.push(node);
@@ -1332,6 +1384,9 @@ impl<'s> Walker<'s> {
         while let Some(up) = outer.parent()
             && up.start_byte() >= start
             && up.end_byte() == node.end_byte()
+            && !self.spec.bodies.contains(&up.kind())
+            && !up.kind().ends_with("block")
+            && !up.kind().ends_with("body")
         {
             outer = up;
         }
@@ -1528,14 +1583,14 @@ impl<'s> Walker<'s> {
     fn body_of<'t>(&self, node: Node<'t>) -> Option<Node<'t>> {
         // `const proto = module.exports = { … }`: the object is the body.
         if self.spec.arrow_functions
-            && let Some((_, value)) = self.js_assignment(node)
+            && let Some((target, value)) = self.js_assignment(node)
         {
             match value.kind() {
                 "object" => return Some(value),
                 "class" => return value.child_by_field_name("body"),
                 _ => {}
             }
-            if let Some(f) = js_made_function(value) {
+            if let Some(f) = self.js_made_function(self.text(target), value) {
                 return f.child_by_field_name("body");
             }
         }
@@ -1956,27 +2011,6 @@ fn pack_at(
         out.push((cur, text.len()));
     }
     out
-}
-
-/// JavaScript: the function a call is given to make a value bound to a name — `const Button =
-/// forwardRef((props, ref) => {…})`, zod's `const $ZodString = core.$constructor("$ZodString",
-/// (inst, def) => {…})`, `exports.f = deprecate.function(function f() {…}, '…')`: its one
-/// argument that is a function whose body is a block of three lines or more. A value computed
-/// with a short callback (`items.map((x) => x * 2)`) or with several is code.
-fn js_made_function(value: Node) -> Option<Node> {
-    if value.kind() != "call_expression" {
-        return None;
-    }
-    let args = value.child_by_field_name("arguments")?;
-    let mut c = args.walk();
-    let mut made = args.named_children(&mut c).filter(|a| {
-        is_js_function(*a)
-            && a.child_by_field_name("body").is_some_and(|b| {
-                b.kind() == "statement_block" && b.end_position().row >= b.start_position().row + 2
-            })
-    });
-    let f = made.next()?;
-    made.next().is_none().then_some(f)
 }
 
 /// JavaScript: the bodies of the functions an immediately invoked function expression

@@ -954,7 +954,7 @@ fn python_overload_stubs_read_with_their_implementation() {
 
 #[test]
 fn a_function_a_call_is_given_to_make_a_named_value_is_that_definition() {
-    let src = "import { forwardRef } from 'react';\n\nexport const Button = forwardRef((props, ref) => {\n  const label = props.label.trim();\n  return render(ref, label);\n});\n\nexport const $ZodString: core.$constructor<$ZodString> = /*@__PURE__*/ core.$constructor(\"$ZodString\", (inst, def) => {\n  $ZodType.init(inst, def);\n  inst._zod.parse = (payload) => payload;\n});\n\nexports.handle = deprecate.function(function handle(req) {\n  req.handled = true;\n  return req;\n}, 'handle: use route()');\n\nconst doubled = items.map((x) => x * 2);\nconst short = wrap(() => { return 1; });\nconst both = pair(\n  () => {\n    one();\n  },\n  () => {\n    two();\n  },\n);\n";
+    let src = "import { forwardRef } from 'react';\n\nexport const Button = forwardRef((props, ref) => {\n  const label = props.label.trim();\n  return render(ref, label);\n});\n\nexport const $ZodString: core.$constructor<$ZodString> = /*@__PURE__*/ core.$constructor(\"$ZodString\", (inst, def) => {\n  $ZodType.init(inst, def);\n  inst._zod.parse = (payload) => payload;\n});\n\nexports.handle = deprecate.function(function handle(req) {\n  req.handled = true;\n  return req;\n}, 'handle: use route()');\n\nconst doubled = items.map((x) => x * 2);\nconst short = wrap(() => { return 1; });\nconst both = pair(\n  () => {\n    one();\n  },\n  () => {\n    two();\n  },\n);\nconst server = http.createServer((req, res) => {\n  res.end('ok');\n});\nconst total = list.reduce((acc, x) => {\n  acc += x;\n  return acc;\n}, 0);\nconst timer = setTimeout(() => {\n  done();\n}, 1000);\nconst rows = items.map((item) => {\n  const row = render(item);\n  return row;\n});\nmodule.exports = router.get('/', (req, res) => {\n  res.send('hi');\n});\n";
     assert_eq!(
         definitions("typescript", src),
         pairs(&[
@@ -1003,6 +1003,53 @@ fn a_comment_after_code_on_its_line_ends_that_code_not_the_next_definition() {
             "{lang}: the comment stays with the line it ends: {recs:#?}"
         );
     }
+}
+
+#[test]
+fn a_comment_after_an_opening_or_a_closing_bracket_starts_no_chunk_mid_line() {
+    let opts = Options {
+        ceiling: 300,
+        floor: 20,
+        ..Options::default()
+    };
+    let methods: String = (0..12)
+        .map(|i| format!("  method{i}(a) {{\n    return a + {i};\n  }}\n"))
+        .collect();
+    // A comment after the opening brace reads with the first member, as the line does.
+    let class = format!("export class Foo {{ // eslint-disable-line\n{methods}}}\n");
+    // `}; // end a`: the `;` and the comment end `a`; `b` keeps its doc.
+    let ends = "function a() {\n  return 1;\n}; // end a\n/** Docs of b. */\nfunction b() {\n  return 2;\n}\n";
+    for (path, lang, src) in [
+        ("foo.ts", "typescript", class.as_str()),
+        ("ends.js", "javascript", ends),
+    ] {
+        let c = chunk(path, Some(lang), src, Strategy::Ast, &opts);
+        invariants(src, &c, opts.ceiling).unwrap();
+        for p in c.pieces.iter().filter(|p| !p.is_generated()) {
+            let line = src[..p.start].rsplit('\n').next().unwrap_or("");
+            assert!(
+                line.trim().is_empty(),
+                "{path}: a chunk begins mid-line: {:?}",
+                &src[p.start..p.end]
+            );
+            assert!(
+                p.symbol.as_deref() != Some("Foo") || src[p.start..p.end].contains('\n'),
+                "{path}: the opening line alone: {:?}",
+                &src[p.start..p.end]
+            );
+        }
+    }
+    let recs = records("ends.js", "javascript", ends);
+    assert!(by_symbol(&recs, "a").text.ends_with("}; // end a"));
+    assert!(by_symbol(&recs, "b").text.starts_with("/** Docs of b. */"));
+    // A block comment opened after code and running on to the lines below is the next
+    // definition's doc, not the end of that line.
+    let block = "int x = 1; /* Docs of f:\n * adds one.\n */\nint f(int a) {\n  return a + 1;\n}\n";
+    let recs = records("f.c", "c", block);
+    assert!(
+        by_symbol(&recs, "f").text.starts_with("/* Docs of f:"),
+        "{recs:#?}"
+    );
 }
 
 #[test]
@@ -1072,6 +1119,26 @@ fn a_cut_python_function_keeps_its_docstring_with_its_signature() {
         cut.last()
             .unwrap()
             .ends_with("return generator_or_function")
+    );
+    // The same as a class's first members: the body's block is no outer node of the method.
+    let indented: String = src
+        .lines()
+        .skip(3)
+        .map(|l| {
+            if l.is_empty() {
+                "\n".to_owned()
+            } else {
+                format!("    {l}\n")
+            }
+        })
+        .collect();
+    let class = format!("import typing as t\n\n\nclass S:\n{indented}");
+    let cut = parts(&class);
+    assert!(cut.len() >= 3, "{cut:#?}");
+    assert!(
+        !cut[0].contains("def stream(generator_or_function):"),
+        "the stubs alone: {:?}",
+        cut[0]
     );
 }
 

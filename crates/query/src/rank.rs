@@ -1259,10 +1259,12 @@ fn is_prose_doc(d: &DocRow) -> bool {
 /// the `place`-th result's place and the results from there move down one. Results are
 /// counted as the answer shows them: a candidate that `overlaps` a better one is shown as its
 /// context, not as a result of its own. The scores stay with their places, so they still fall
-/// down the list.
+/// down the list. A place scored at `pinned` or more (a definition the query names) is not
+/// taken: the section would inherit that tier.
 pub fn give_docs_a_place<'a>(
     ranked: &mut [(u32, u32, f64)],
     place: usize,
+    pinned: f64,
     doc: impl Fn(u32, u32) -> &'a DocRow,
     overlaps: impl Fn(&DocRow, &DocRow) -> bool,
 ) {
@@ -1293,6 +1295,9 @@ pub fn give_docs_a_place<'a>(
         return;
     };
     let to = shown[place - 1];
+    if ranked[to].2 >= pinned {
+        return;
+    }
     let scores: Vec<f64> = ranked[to..=from].iter().map(|c| c.2).collect();
     ranked[to..=from].rotate_right(1);
     for (c, score) in ranked[to..=from].iter_mut().zip(scores) {
@@ -1752,25 +1757,32 @@ mod tests {
         // The third result shown is the fourth candidate: the best section takes its place,
         // and the scores stay with the places.
         let mut r = ranked();
-        give_docs_a_place(&mut r, 3, doc, overlaps);
+        give_docs_a_place(&mut r, 3, 10.0, doc, overlaps);
         assert_eq!(order(&r), [0, 1, 2, 4, 3, 5]);
         assert!(r.windows(2).all(|w| w[0].2 >= w[1].2), "{r:?}");
         // A section already among the first results shown: nothing moves.
         let mut r = ranked();
-        give_docs_a_place(&mut r, 4, doc, overlaps);
+        give_docs_a_place(&mut r, 4, 10.0, doc, overlaps);
         assert_eq!(order(&r), [0, 1, 2, 3, 4, 5]);
         // Off, nothing moves; with no section among the candidates, nothing moves.
         let mut r = ranked();
-        give_docs_a_place(&mut r, 0, doc, overlaps);
+        give_docs_a_place(&mut r, 0, 10.0, doc, overlaps);
         assert_eq!(order(&r), [0, 1, 2, 3, 4, 5]);
         let mut r = ranked();
         r.truncate(4);
-        give_docs_a_place(&mut r, 1, doc, overlaps);
+        give_docs_a_place(&mut r, 1, 10.0, doc, overlaps);
         assert_eq!(order(&r), [0, 1, 2, 3]);
         // At the first place.
         let mut r = ranked();
-        give_docs_a_place(&mut r, 1, doc, overlaps);
+        give_docs_a_place(&mut r, 1, 10.0, doc, overlaps);
         assert_eq!(order(&r), [4, 0, 1, 2, 3, 5]);
+        // Not into the tier of a definition the query names.
+        let mut r = ranked();
+        give_docs_a_place(&mut r, 3, 0.7, doc, overlaps);
+        assert_eq!(order(&r), [0, 1, 2, 3, 4, 5], "the third place scores 0.7");
+        let mut r = ranked();
+        give_docs_a_place(&mut r, 3, 0.8, doc, overlaps);
+        assert_eq!(order(&r), [0, 1, 2, 4, 3, 5]);
     }
 
     #[test]

@@ -644,6 +644,7 @@ fn ranked_at(
         rank::give_docs_a_place(
             &mut candidates,
             params.doc_place,
+            EXACT_SYMBOL,
             |s, o| doc((s, o)),
             |a, b| overlap(a, b).is_some(),
         );
