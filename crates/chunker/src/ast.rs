@@ -876,6 +876,18 @@ impl<'s> Walker<'s> {
         let mut overloads: Vec<usize> = Vec::new();
         for (at, &node) in children.iter().enumerate() {
             let k = node.kind();
+            // The `,` or `;` after a member on its line (`toJSON () {…},` in an object of
+            // functions) ends it, rather than beginning the code that follows.
+            if !node.is_named()
+                && matches!(self.text(node), "," | ";")
+                && pending.is_empty()
+                && let Some(last) = items.last_mut()
+                && last.end <= node.start_byte()
+                && !self.src[last.end..node.start_byte()].contains('\n')
+            {
+                last.end = node.end_byte();
+                continue;
+            }
             // A comment after code on the same line (`type Key = string; // or a pattern`)
             // ends that code: it is not the next definition's leading comment.
             if spec.comments.contains(&k) && pending.is_empty() && !self.text(node).contains('\n') {

@@ -1039,6 +1039,23 @@ fn a_comment_after_an_opening_or_a_closing_bracket_starts_no_chunk_mid_line() {
             );
         }
     }
+    // The comma after a member of an object of functions ends that member.
+    let object = "const proto = module.exports = {\n  inspect () {\n    return this.toJSON()\n  },\n\n  toJSON () {\n    return { a: 1 }\n  },\n\n  /** Asserts. */\n  assert: httpAssert,\n\n  throw (...args) {\n    throw createError(...args)\n  }\n}\n";
+    let c = chunk(
+        "context.js",
+        Some("javascript"),
+        object,
+        Strategy::Ast,
+        &opts,
+    );
+    invariants(object, &c, opts.ceiling).unwrap();
+    for p in c.pieces.iter().filter(|p| !p.is_generated()) {
+        let text = object[p.start..p.end].trim_start();
+        assert!(
+            !text.starts_with(','),
+            "a chunk begins with a comma: {text:?}"
+        );
+    }
     let recs = records("ends.js", "javascript", ends);
     assert!(by_symbol(&recs, "a").text.ends_with("}; // end a"));
     assert!(by_symbol(&recs, "b").text.starts_with("/** Docs of b. */"));
