@@ -1278,7 +1278,11 @@ impl<'s> Walker<'s> {
                 let skel_ranges = {
                     let mut notes = Vec::new();
                     let members: Vec<usize> = lines.iter().map(|l| l.0).collect();
-                    pack_at(&skeleton, &members, ceiling, &mut notes)
+                    let mut ranges = pack_at(&skeleton, &members, ceiling, &mut notes);
+                    // An entry of nothing but its indent (a member the parser could not
+                    // read) outlines nothing: no part of it alone.
+                    ranges.retain(|&(s, e)| !skeleton[s..e].trim().is_empty());
+                    ranges
                 };
                 let n = skel_ranges.len();
                 let skel_index = self.out.len();
