@@ -1352,14 +1352,13 @@ impl<'s> Walker<'s> {
                     })
                     .collect();
                 let n = own.len() as u32;
-                let signature = self.src[node.start_byte()..b.start_byte()].trim();
-                let signature = &signature[..crate::text::floor_boundary(signature, 300)];
+                let signature = self.signature(node, b);
                 for (k, &i) in own.iter().enumerate() {
                     let p = &mut self.out[i];
                     p.owner.clone_from(&owner);
                     if n > 1 {
                         p.part = Some((k as u32 + 1, n));
-                        p.signature = Some(signature.to_owned());
+                        p.signature = Some(signature.clone());
                     } else {
                         p.part = None;
                         p.signature = None;
@@ -1369,11 +1368,7 @@ impl<'s> Walker<'s> {
             }
         }
         // A function (or anything without members): parts at statement boundaries.
-        let signature = body.map(|b| {
-            let sig = self.src[node.start_byte()..b.start_byte()].trim();
-            let sig = &sig[..crate::text::floor_boundary(sig, 300)];
-            sig.to_owned()
-        });
+        let signature = body.map(|b| self.signature(node, b));
         let mut points: Vec<(usize, Option<Node>)> = match body {
             Some(b) => self
                 .cut_points(b, node)
@@ -1428,6 +1423,13 @@ impl<'s> Walker<'s> {
         for p in &mut self.out[first..] {
             p.owner.clone_from(&owner);
         }
+    }
+
+    /// What a definition's parts carry as its signature: its text up to its body, at most
+    /// 300 bytes.
+    fn signature(&self, node: Node, body: Node) -> String {
+        let sig = self.src[node.start_byte()..body.start_byte()].trim();
+        sig[..crate::text::floor_boundary(sig, 300)].to_owned()
     }
 
     fn emit_parts(
