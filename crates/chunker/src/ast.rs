@@ -1405,12 +1405,33 @@ impl<'s> Walker<'s> {
         while let Some(p) = before.filter(|p| p.start_byte() >= start) {
             if self.overload_name(p).is_some() {
                 points.push((outer.start_byte(), Some(outer)));
-                points.sort_by_key(|&(p, _)| p);
                 break;
             }
             before = p.prev_named_sibling();
         }
-        let ranges = self.pack(start, end, &points, depth);
+        // Decorators are the definition's, but one can hold a table of data (pytest's
+        // `parametrize`) larger than the ceiling: its own line is a cut point too, so that, cut,
+        // the signature starts a part with its docstring and body instead of following the
+        // table's tail.
+        let decorated = node.start_byte() > start && self.decorated(outer, node, start);
+        if decorated {
+            points.push((node.start_byte(), Some(node)));
+        }
+        points.sort_by_key(|&(p, _)| p);
+        points.dedup_by_key(|(p, _)| *p);
+        let mut ranges = self.pack(start, end, &points, depth);
+        // A short signature and body are not merged into the table's last part: when the
+        // decorators were cut, the definition's own line starts a part, however short.
+        let own = node.start_byte();
+        if decorated
+            && let Some(k) = ranges
+                .iter()
+                .position(|&(s, e)| s > start && s < own && own < e)
+        {
+            let (s, e) = ranges[k];
+            ranges[k] = crate::text::trim(self.src, s, own);
+            ranges.insert(k + 1, crate::text::trim(self.src, own, e));
+        }
         let first = self.out.len();
         self.emit_parts(
             &ranges,
@@ -1430,6 +1451,30 @@ impl<'s> Walker<'s> {
     fn signature(&self, node: Node, body: Node) -> String {
         let sig = self.src[node.start_byte()..body.start_byte()].trim();
         sig[..crate::text::floor_boundary(sig, 300)].to_owned()
+    }
+
+    /// Whether a decorator or attribute stands between `start` and the definition `node`:
+    /// inside its wrapper `outer` (what Python's `decorated_definition` holds before the
+    /// definition) or before it (Rust's `#[…]` items).
+    fn decorated(&self, outer: Node, node: Node, start: usize) -> bool {
+        let is_attr = |n: &Node| self.spec.attributes.contains(&n.kind());
+        let mut c = outer.walk();
+        if outer != node
+            && outer
+                .named_children(&mut c)
+                .take_while(|n| n.start_byte() < node.start_byte())
+                .any(|n| is_attr(&n) || n.kind() == "decorator")
+        {
+            return true;
+        }
+        let mut before = outer.prev_named_sibling();
+        while let Some(p) = before.filter(|p| p.start_byte() >= start) {
+            if is_attr(&p) {
+                return true;
+            }
+            before = p.prev_named_sibling();
+        }
+        false
     }
 
     fn emit_parts(

@@ -1160,6 +1160,82 @@ fn a_cut_python_function_keeps_its_docstring_with_its_signature() {
 }
 
 #[test]
+fn a_decorator_table_over_the_ceiling_leaves_the_signature_to_start_its_own_part() {
+    let rows: String = (0..40)
+        .map(|i| format!("        (\"--opt-{i}\", \"value number {i}\", {{\"key_{i}\": {i}}}),\n"))
+        .collect();
+    let test = |body: &str| {
+        format!(
+            "import pytest\n\n\n@pytest.mark.parametrize(\n    (\"args\", \"expect\", \"extra\"),\n    [\n{rows}    ],\n)\ndef test_options_parse(runner, args, expect, extra):\n    \"\"\"Each option is parsed to its value.\"\"\"\n{body}"
+        )
+    };
+    let opts = Options::default();
+    let parts = |src: &str| -> Vec<String> {
+        let c = chunk(
+            "tests/test_opts.py",
+            Some("python"),
+            src,
+            Strategy::Ast,
+            &opts,
+        );
+        invariants(src, &c, opts.ceiling).unwrap();
+        c.pieces
+            .iter()
+            .filter(|p| p.symbol.as_deref() == Some("test_options_parse"))
+            .map(|p| src[p.start..p.end].to_owned())
+            .collect()
+    };
+    // A short body: it is not merged into the table's tail, however short.
+    let src =
+        test("    result = runner.invoke(cli, [args, expect])\n    assert result.exit_code == 0\n");
+    let cut = parts(&src);
+    assert!(cut.len() >= 2, "{cut:#?}");
+    let last = cut.last().unwrap();
+    assert!(
+        last.starts_with("def test_options_parse(")
+            && last.ends_with("assert result.exit_code == 0"),
+        "the signature starts the part of the body: {last:?}"
+    );
+    assert!(
+        cut[..cut.len() - 1]
+            .iter()
+            .all(|p| !p.contains("def test_options_parse")),
+        "no part of the table holds the signature: {cut:#?}"
+    );
+    // A long body: cut at its statements, the first of its parts starting at the signature.
+    let long: String = (0..60)
+        .map(|i| format!("    assert runner.invoke(cli, [args, \"{i}\"]).exit_code == 0\n"))
+        .collect();
+    let src = test(&long);
+    let cut = parts(&src);
+    let at = cut
+        .iter()
+        .position(|p| p.contains("def test_options_parse("))
+        .expect("a part holds the signature");
+    assert!(
+        cut[at].starts_with("def test_options_parse(") && cut[at].contains("Each option is parsed"),
+        "{:?}",
+        cut[at]
+    );
+    assert!(cut[..at].iter().all(|p| p.contains("--opt-")), "{cut:#?}");
+    // A small decorator stays with its definition, as before.
+    let src = "import pytest\n\n\n@pytest.fixture\ndef runner():\n    return CliRunner()\n";
+    let c = chunk(
+        "tests/conftest.py",
+        Some("python"),
+        src,
+        Strategy::Ast,
+        &opts,
+    );
+    let runner = c
+        .pieces
+        .iter()
+        .find(|p| p.symbol.as_deref() == Some("runner"))
+        .unwrap();
+    assert!(src[runner.start..runner.end].starts_with("@pytest.fixture\ndef runner():"));
+}
+
+#[test]
 fn a_split_rust_impl_names_members_by_their_type_and_leaves_no_brace_alone() {
     let src = "pub type Result<T> = std::result::Result<T, Error>;\n\npub struct Walker {\n    depth: usize,\n}\n\nimpl std::fmt::Display for Walker {\n    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {\n        write!(f, \"walker at depth {}\", self.depth)?;\n        write!(f, \" and more\")\n    }\n\n    /// Not a real method of Display, but long enough to split the impl.\n    fn describe(&self) -> String {\n        format!(\"a walker that is {} levels deep\", self.depth)\n    }\n}\n";
     let opts = Options {
