@@ -779,6 +779,53 @@ fn eval_reports_recall_and_mrr_and_names_a_bad_line() {
         })
         .count();
     assert!(answered >= 2, "{pools:?}");
+    // Saved pools join another fit (questions about repositories another store holds): the
+    // one question that was too few alone is fitted on with them.
+    let joined = ok(&trawl(work.path())
+        .args([
+            "eval",
+            "q.jsonl",
+            "--train-ranker",
+            "--add-pool",
+            "pool.jsonl",
+        ])
+        .output()
+        .unwrap());
+    assert!(
+        joined.contains("3 questions' pools added from 1 file(s) to this index's 1."),
+        "{joined}"
+    );
+    assert!(joined.contains("[query.ranker]"), "{joined}");
+    // A pool of a test question is never fitted on; one of other features is stale.
+    let saved = std::fs::read_to_string(work.path().join("pool.jsonl")).unwrap();
+    let first = saved.lines().next().unwrap();
+    let mut test_line: serde_json::Value = serde_json::from_str(first).unwrap();
+    test_line["split"] = "test".into();
+    let mut stale: serde_json::Value = serde_json::from_str(first).unwrap();
+    stale["features"][0] = "retired_feature".into();
+    for (file, line, says) in [
+        ("test-pool.jsonl", test_line, "never fitted on"),
+        ("stale-pool.jsonl", stale, "other features"),
+    ] {
+        std::fs::write(
+            work.path().join(file),
+            format!("{}\n{line}\n", saved.trim_end()),
+        )
+        .unwrap();
+        let refused = trawl(work.path())
+            .args([
+                "eval",
+                "questions.jsonl",
+                "--train-ranker",
+                "--add-pool",
+                file,
+            ])
+            .output()
+            .unwrap();
+        assert!(!refused.status.success(), "{file}");
+        let err = String::from_utf8_lossy(&refused.stderr);
+        assert!(err.contains(says) && err.contains("line 4"), "{err}");
+    }
     let table = &fitted[fitted.find("[query.ranker]").expect("a weight table")..];
     assert!(table.contains("\ncoverage = "), "{table}");
     std::fs::write(work.path().join("fitted.toml"), table).unwrap();

@@ -346,6 +346,12 @@ pub struct EvalArgs {
     /// the ranking with other tools.
     #[arg(long, value_name = "FILE", requires = "train_ranker")]
     save_pool: Option<std::path::PathBuf>,
+
+    /// With `--train-ranker`, also fit on the pools FILE holds, written by `--save-pool` on
+    /// another index: questions about repositories indexed in other stores are fitted on with
+    /// these as one pool. Repeatable. A pool of a `test` question is refused.
+    #[arg(long, value_name = "FILE", requires = "train_ranker")]
+    add_pool: Vec<std::path::PathBuf>,
 }
 
 /// One evaluated configuration: a searcher, its knobs, a mode.
@@ -393,6 +399,7 @@ async fn train_ranker(
     queries: &[trawl_query::eval::EvalQuery],
     l2: f64,
     save_pool: Option<&std::path::Path>,
+    add_pool: &[std::path::PathBuf],
 ) -> anyhow::Result<ExitCode> {
     use trawl_query::learned;
     anyhow::ensure!(
@@ -452,19 +459,34 @@ async fn train_ranker(
     if let Some(mut w) = saved {
         w.flush().context("cannot write --save-pool's file")?;
     }
+    let here = samples.len();
+    println!(
+        "{here} of {} queries are questions in words.",
+        queries.len()
+    );
+    for path in add_pool {
+        let added = read_pool(path)?;
+        answered += added.iter().filter(|s| s.iter().any(|c| c.1)).count();
+        samples.extend(added);
+    }
+    if !add_pool.is_empty() {
+        println!(
+            "{} questions' pools added from {} file(s) to this index's {here}.",
+            samples.len() - here,
+            add_pool.len()
+        );
+    }
     anyhow::ensure!(
         answered >= 2,
-        "{} of {} queries are questions in words, {answered} with an answer among the first {} candidates: too few to fit on",
+        "{} questions in words to fit on, {answered} with an answer among the first {} candidates: too few to fit on",
         samples.len(),
-        queries.len(),
         params.ranker_pool
     );
     let (cv_learned, cv_fused) = learned::cross_validate(&samples, 5, l2);
     let w = learned::fit(&samples, l2);
     println!(
-        "{} of {} queries are questions in words; {answered} have an answer among the first {} candidates.",
+        "{} questions in words fitted on; {answered} have an answer among the first {} candidates.",
         samples.len(),
-        queries.len(),
         params.ranker_pool
     );
     println!(
@@ -482,6 +504,73 @@ async fn train_ranker(
         println!("{name} = {v:.4}");
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// The pools `--save-pool` wrote to `path`, as samples to fit on: refused when they were
+/// saved with other features, or hold a question of the `test` split.
+fn read_pool(path: &std::path::Path) -> anyhow::Result<Vec<trawl_query::learned::Sample>> {
+    use std::io::BufRead;
+    #[derive(serde::Deserialize)]
+    struct Line {
+        id: String,
+        split: Option<String>,
+        features: Vec<String>,
+        candidates: Vec<Candidate>,
+    }
+    #[derive(serde::Deserialize)]
+    struct Candidate {
+        f: Vec<f64>,
+        hit: bool,
+    }
+    let names = trawl_core::config::RankerWeights::NAMES;
+    let file = std::fs::File::open(path)
+        .with_context(|| format!("cannot open --add-pool file {}", path.display()))?;
+    let mut out = Vec::new();
+    for (n, line) in std::io::BufReader::new(file).lines().enumerate() {
+        let line = line.with_context(|| format!("cannot read {}", path.display()))?;
+        if line.trim().is_empty() {
+            continue;
+        }
+        let at = || format!("{} line {}", path.display(), n + 1);
+        let l: Line = serde_json::from_str(&line).with_context(|| {
+            format!(
+                "{} is not a pool `--save-pool` wrote: write it again with `trawl eval --train-ranker --save-pool`",
+                at()
+            )
+        })?;
+        anyhow::ensure!(
+            l.features
+                .iter()
+                .map(String::as_str)
+                .eq(names.iter().copied()),
+            "{}: its pool was saved with other features ({}) than this trawl's ({}): save it again with this trawl",
+            at(),
+            l.features.join(", "),
+            names.join(", ")
+        );
+        anyhow::ensure!(
+            l.split.as_deref() != Some("test"),
+            "{}: question {} is of the test split, which is never fitted on: save the pool with `--split tune`",
+            at(),
+            l.id
+        );
+        let mut sample = Vec::with_capacity(l.candidates.len());
+        for c in l.candidates {
+            let f: trawl_query::learned::Features = c.f.try_into().map_err(|f: Vec<f64>| {
+                anyhow::anyhow!(
+                    "{}: a candidate has {} features, not {}",
+                    at(),
+                    f.len(),
+                    names.len()
+                )
+            })?;
+            sample.push((f, c.hit));
+        }
+        if !sample.is_empty() {
+            out.push(sample);
+        }
+    }
+    Ok(out)
 }
 
 pub async fn eval(cfg: &Config, args: EvalArgs) -> anyhow::Result<ExitCode> {
@@ -502,6 +591,7 @@ pub async fn eval(cfg: &Config, args: EvalArgs) -> anyhow::Result<ExitCode> {
             &queries,
             args.ranker_l2,
             args.save_pool.as_deref(),
+            &args.add_pool,
         )
         .await;
     }
