@@ -564,6 +564,50 @@ fn a_name_or_a_key_shows_its_documentation_among_the_first_answers() {
 }
 
 #[test]
+fn every_name_a_chain_of_assignments_gives_a_function_finds_it() {
+    let src = SourceRepo::named("web");
+    // Beside them, definitions that say `header` and `type` more often than the aliased ones.
+    let handlers: String = ["status", "send", "json", "location"]
+        .iter()
+        .map(|n| {
+            format!("res.{n} = function {n}(value) {{\n  this.header('{n}', value);\n  return this;\n}};\n\n")
+        })
+        .chain([
+            "res.header = function header(field, value) {\n  // header: set the response header field\n  this.headers[field] = value;\n  return this.header;\n};\n\n".to_owned(),
+            "res.format = function format(obj) {\n  // the type of the response: res type negotiation\n  var type = req.accepts(Object.keys(obj));\n  this.type(type);\n  return obj[type];\n};\n\n".to_owned(),
+        ])
+        .collect();
+    src.commit(
+        &[
+            (
+                "lib/request.js",
+                file("/**\n * Return request header.\n */\n\nreq.get =\nreq.header = function header(name) {\n  if (!name) throw new TypeError('name argument is required to req.get');\n  return this.headers[name.toLowerCase()];\n};\n"),
+            ),
+            ("lib/response.js", file(format!("{handlers}res.contentType =\nres.type = function contentType(type) {{\n  return this.set('Content-Type', type);\n}};\n"))),
+        ],
+        false,
+    );
+    let work = tempfile::tempdir().unwrap();
+    index(work.path(), &[&src.path()], "hash");
+    for (query, symbol, path) in [
+        ("req.get", "req.get", "lib/request.js"),
+        ("req.header", "req.get", "lib/request.js"),
+        ("res.type", "res.contentType", "lib/response.js"),
+    ] {
+        let hits = search_json(work.path(), &[query, "-k", "3"]);
+        let first = &hits[0];
+        assert_eq!(first["symbol"], symbol, "{query}: {hits:#?}");
+        assert_eq!(first["path"], path, "{query}");
+        assert_eq!(first["kind"], "method", "{query}");
+        // Ranked as the definition of the name, as its own name is: not by the words alone.
+        assert!(
+            first["score"].as_f64().unwrap() >= 1.0,
+            "{query}: {hits:#?}"
+        );
+    }
+}
+
+#[test]
 fn a_long_prose_section_is_cut_where_its_topic_changes() {
     let src = SourceRepo::named("runbook");
     src.commit(&[("RUNBOOK.md", file(RUNBOOK_MD))], false);

@@ -662,6 +662,41 @@ impl<'s> Walker<'s> {
         js_path(self.text(target)).map(|_| (target, value))
     }
 
+    /// JavaScript: the other names a chain of assignments gives its definition
+    /// (`req.get = req.header = function header(…)`: `req.header`; `res.contentType = res.type
+    /// = …`: `res.type`), qualified as the definition's own name is, each with where it is
+    /// written. The outermost target names the definition; `exports` and `module.exports`
+    /// alone (`module.exports = exports = …`) name no other.
+    fn js_aliases(&self, node: Node, kind: Kind) -> Vec<(String, usize)> {
+        let Some((_, value)) = self.js_assignment(node) else {
+            return Vec::new();
+        };
+        let own = value.child_by_field_name("name").map(|n| self.text(n));
+        let mut out = Vec::new();
+        let mut at = match node.kind() {
+            "expression_statement" => node.named_child(0),
+            _ => node
+                .named_child(0)
+                .and_then(|d| d.child_by_field_name("value")),
+        };
+        // The outermost assignment's target is the definition's name: skip it.
+        if node.kind() == "expression_statement" {
+            at = at.and_then(|e| e.child_by_field_name("right"));
+        }
+        while let Some(e) = at.filter(|e| e.kind() == "assignment_expression") {
+            if let Some(target) = e.child_by_field_name("left")
+                && js_path(self.text(target))
+                    .is_some_and(|p| !matches!(p.as_slice(), ["exports"] | ["module", "exports"]))
+            {
+                let (owner, name, _) = js_naming(self.text(target), own, kind, &self.stem);
+                let q = owner.map_or_else(|| name.clone(), |o| format!("{o}.{name}"));
+                out.push((q, target.start_byte()));
+            }
+            at = e.child_by_field_name("right");
+        }
+        out
+    }
+
     /// JavaScript: a property defined by a call at statement level, `f(owner, 'name', value)`
     /// where the value is a function or a descriptor with function members —
     /// `defineGetter(req, 'query', function query() {…})`, `Object.defineProperty(
@@ -1245,6 +1280,9 @@ impl<'s> Walker<'s> {
                     .take(MAX_MEMBERS)
                     .collect();
             }
+            if self.spec.arrow_functions && p.members.is_empty() {
+                p.members = self.alias_members(node, kind, scope);
+            }
             p.symbol = Some(name);
             self.out.push(p);
             return;
@@ -1444,6 +1482,27 @@ impl<'s> Walker<'s> {
         for p in &mut self.out[first..] {
             p.owner.clone_from(&owner);
         }
+        // The other names of a definition cut in parts find its first part, as its own does.
+        if self.spec.arrow_functions && first < self.out.len() {
+            self.out[first].members = self.alias_members(node, kind, scope);
+        }
+    }
+
+    /// [`Walker::js_aliases`] as the members a definition's chunk lists: its other names,
+    /// qualified under its scope as its own name is.
+    fn alias_members(&self, node: Node, kind: Kind, scope: &[Scope]) -> Vec<Member> {
+        self.js_aliases(node, kind)
+            .into_iter()
+            .map(|(name, start)| {
+                let mut q: Vec<&str> = scope.iter().map(Scope::qualifier).collect();
+                q.push(&name);
+                Member {
+                    kind,
+                    qualified_name: q.join("."),
+                    start,
+                }
+            })
+            .collect()
     }
 
     /// What a definition's parts carry as its signature: its text up to its body, at most

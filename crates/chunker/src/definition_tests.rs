@@ -953,6 +953,38 @@ fn python_overload_stubs_read_with_their_implementation() {
 }
 
 #[test]
+fn each_name_a_chain_of_assignments_gives_a_function_finds_it() {
+    let src = "/**\n * Return request header.\n */\n\nreq.get =\nreq.header = function header(name) {\n  return this.headers[name.toLowerCase()];\n};\n\nres.contentType =\nres.type = function contentType(type) {\n  return this.set('Content-Type', type);\n};\n\nmodule.exports = exports = function createApplication() {\n  return {};\n};\n\nvar mount = exports.mount = function mount(path) {\n  return path;\n};\n";
+    let opts = Options::default();
+    let c = chunk(
+        "lib/request.js",
+        Some("javascript"),
+        src,
+        Strategy::Ast,
+        &opts,
+    );
+    invariants(src, &c, opts.ceiling).unwrap();
+    let named = |q: &str| {
+        c.pieces
+            .iter()
+            .find(|p| p.qualified_name().as_deref() == Some(q))
+            .unwrap_or_else(|| panic!("no {q}: {:#?}", c.pieces))
+    };
+    let aliases = |p: &crate::Piece| -> Vec<String> {
+        p.members.iter().map(|m| m.qualified_name.clone()).collect()
+    };
+    // Named by the outermost target, found by every other.
+    let get = named("req.get");
+    assert_eq!(aliases(get), ["req.header"]);
+    assert_eq!(get.members[0].kind, get.kind);
+    assert_eq!(&src[get.members[0].start..][..10], "req.header");
+    assert_eq!(aliases(named("res.contentType")), ["res.type"]);
+    // `exports` is no other name of what the module exports; `exports.mount` is.
+    assert!(aliases(named("createApplication")).is_empty());
+    assert_eq!(aliases(named("mount")), ["exports.mount"]);
+}
+
+#[test]
 fn a_function_a_call_is_given_to_make_a_named_value_is_that_definition() {
     let src = "import { forwardRef } from 'react';\n\nexport const Button = forwardRef((props, ref) => {\n  const label = props.label.trim();\n  return render(ref, label);\n});\n\nexport const $ZodString: core.$constructor<$ZodString> = /*@__PURE__*/ core.$constructor(\"$ZodString\", (inst, def) => {\n  $ZodType.init(inst, def);\n  inst._zod.parse = (payload) => payload;\n});\n\nexports.handle = deprecate.function(function handle(req) {\n  req.handled = true;\n  return req;\n}, 'handle: use route()');\n\nconst doubled = items.map((x) => x * 2);\nconst short = wrap(() => { return 1; });\nconst both = pair(\n  () => {\n    one();\n  },\n  () => {\n    two();\n  },\n);\nconst server = http.createServer((req, res) => {\n  res.end('ok');\n});\nconst total = list.reduce((acc, x) => {\n  acc += x;\n  return acc;\n}, 0);\nconst timer = setTimeout(() => {\n  done();\n}, 1000);\nconst rows = items.map((item) => {\n  const row = render(item);\n  return row;\n});\nmodule.exports = router.get('/', (req, res) => {\n  res.send('hi');\n});\n";
     assert_eq!(
