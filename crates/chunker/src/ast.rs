@@ -1379,6 +1379,36 @@ impl<'s> Walker<'s> {
                 inner.push(me.clone());
                 let first = self.out.len();
                 self.block(&children, start, end, &inner, parent, Some(&me), depth + 1);
+                // Its opening (`function createStore(reducer) {`) is its own first part, not
+                // the first definition's: a search for its name cites its signature, and a
+                // call resolves to it.
+                let opened = b.named_child(0).map(|c| c.start_byte());
+                if let Some(open_end) = opened
+                    && let Some(p) = self.out.get(first)
+                    && p.start == start
+                    && open_end > start
+                    && open_end < p.end
+                    && !(p.kind == kind && p.symbol.as_deref() == Some(name.as_str()))
+                {
+                    let (s, e) = trim(self.src, open_end, p.end);
+                    let (os, oe) = trim(self.src, start, open_end);
+                    if e > s && oe > os {
+                        let p = &mut self.out[first];
+                        p.start = s;
+                        self.src[s..e].clone_into(&mut p.text);
+                        let mut open = Piece::new(kind, os, oe, self.src[os..oe].to_owned());
+                        open.symbol = Some(name.clone());
+                        open.scope = scope.to_vec();
+                        open.parent = parent;
+                        self.out.insert(first, open);
+                        // Pieces name their parent by index: those after it moved by one.
+                        for p in &mut self.out[first + 1..] {
+                            if let Some(i) = p.parent.as_mut().filter(|i| **i >= first) {
+                                *i += 1;
+                            }
+                        }
+                    }
+                }
                 // Its own code around them is one definition cut in parts: numbered as such, so
                 // that a call resolves to its first part and a reader sees the pieces belong.
                 let own: Vec<usize> = (first..self.out.len())

@@ -953,6 +953,55 @@ fn python_overload_stubs_read_with_their_implementation() {
 }
 
 #[test]
+fn a_scope_function_that_opens_with_a_definition_cites_its_signature_as_its_first_part() {
+    let steps: String = (0..8)
+        .map(|i| format!("  function step{i}(action) {{\n    // step {i}: checks the action, then updates the state\n    if (!action || typeof action.type !== 'string') throw new Error('bad action {i}');\n    state = reducer(state, action);\n    return state;\n  }}\n\n"))
+        .collect();
+    let methods: String = (0..16)
+        .map(|i| format!("    listen{i}(fn) {{\n      // listener {i} of the hub, called with the state after each action\n      this.listeners.push([{i}, fn]);\n      return () => this.listeners.splice({i}, 1);\n    }}\n\n"))
+        .collect();
+    let src = format!(
+        "function createStore(reducer, preloaded) {{\n{steps}  class Hub {{\n{methods}  }}\n\n  let state = preloaded;\n  return {{ step0, step1, hub: new Hub() }};\n}}\n"
+    );
+    let opts = Options::default();
+    let c = chunk(
+        "src/store.js",
+        Some("javascript"),
+        &src,
+        Strategy::Ast,
+        &opts,
+    );
+    invariants(&src, &c, opts.ceiling).unwrap();
+    let own: Vec<&crate::Piece> = c
+        .pieces
+        .iter()
+        .filter(|p| p.symbol.as_deref() == Some("createStore"))
+        .collect();
+    assert_eq!(own.len(), 2, "{own:#?}");
+    assert_eq!(
+        &src[own[0].start..own[0].end],
+        "function createStore(reducer, preloaded) {"
+    );
+    assert_eq!(own[0].part, Some((1, 2)));
+    assert!(src[own[1].start..own[1].end].starts_with("let state = preloaded;"));
+    let step0 = c
+        .pieces
+        .iter()
+        .find(|p| p.symbol.as_deref() == Some("step0"))
+        .unwrap();
+    assert!(src[step0.start..step0.end].starts_with("function step0(action) {"));
+    // A container split inside it still names its own skeleton as its members' parent.
+    let listen = c
+        .pieces
+        .iter()
+        .find(|p| p.symbol.as_deref() == Some("listen3"))
+        .unwrap();
+    let parent = &c.pieces[listen.parent.expect("a parent")];
+    assert_eq!(parent.kind, crate::Kind::ClassSkeleton, "{parent:#?}");
+    assert_eq!(parent.symbol.as_deref(), Some("Hub"));
+}
+
+#[test]
 fn each_name_a_chain_of_assignments_gives_a_function_finds_it() {
     let src = "/**\n * Return request header.\n */\n\nreq.get =\nreq.header = function header(name) {\n  return this.headers[name.toLowerCase()];\n};\n\nres.contentType =\nres.type = function contentType(type) {\n  return this.set('Content-Type', type);\n};\n\nmodule.exports = exports = function createApplication() {\n  return {};\n};\n\nvar mount = exports.mount = function mount(path) {\n  return path;\n};\n";
     let opts = Options::default();
