@@ -1386,6 +1386,7 @@ impl<'s> Walker<'s> {
                 if let Some(open_end) = opened
                     && let Some(p) = self.out.get(first)
                     && p.start == start
+                    && !p.is_generated()
                     && open_end > start
                     && open_end < p.end
                     && !(p.kind == kind && p.symbol.as_deref() == Some(name.as_str()))
