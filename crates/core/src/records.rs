@@ -250,9 +250,11 @@ pub struct ChunkRecord {
     pub children_ids: Vec<ChunkId>,
     pub calls: Vec<String>,
     pub imports: Vec<String>,
-    /// Qualified names of the definitions inside a container that stays one chunk (a small
-    /// class or impl): its methods are found under their own names and lead to it.
-    /// Absent from parts written before it existed.
+    /// The other names the chunk defines, qualified: the definitions inside a container that
+    /// stays one chunk (a small class or impl), the named constants of module code, the other
+    /// targets of a JavaScript assignment chain (`req.header` of `req.get = req.header =
+    /// function …`). Each finds the chunk as its own name does. Absent from parts written
+    /// before it existed.
     #[serde(default)]
     pub members: Vec<String>,
     pub token_estimate: u32,

@@ -41,8 +41,8 @@ pub struct DocRow {
     /// Callees resolved to definitions of the same repository (by name; at most 4 a name).
     pub call_ids: Vec<ChunkId>,
     pub imports: Vec<String>,
-    /// Qualified names of the definitions inside a container that stays one chunk: the
-    /// symbol map and the text index's symbol field find the container under them.
+    /// The other names the chunk defines ([`trawl_core::records::ChunkRecord::members`]):
+    /// the symbol map and the text index's symbol field find the chunk under them.
     /// Absent from segments written before it existed.
     #[serde(default)]
     pub members: Vec<String>,
