@@ -823,12 +823,17 @@ fn eval_reports_recall_and_mrr_and_names_a_bad_line() {
         })
         .count();
     assert!(answered >= 2, "{pools:?}");
-    // Saved pools join another fit (questions about repositories another store holds): the
-    // one question that was too few alone is fitted on with them.
+    // Saved pools join another fit (questions about repositories another store holds): one
+    // question, too few alone, is fitted on with them.
+    std::fs::write(
+        work.path().join("one.jsonl"),
+        r#"{"id":"n9","query":"which connection is handed out next","kind":"natural","targets":[{"repo":"*","path":"db/pool.rs","start_line":17,"end_line":20}]}"#,
+    )
+    .unwrap();
     let joined = ok(&trawl(work.path())
         .args([
             "eval",
-            "q.jsonl",
+            "one.jsonl",
             "--train-ranker",
             "--add-pool",
             "pool.jsonl",
@@ -840,6 +845,43 @@ fn eval_reports_recall_and_mrr_and_names_a_bad_line() {
         "{joined}"
     );
     assert!(joined.contains("[query.ranker]"), "{joined}");
+    // A question twice would count twice: the same pool added again, or a question of this
+    // set already in it, is refused; so is a file that is not there, before any pool is made.
+    for args in [
+        &[
+            "one.jsonl",
+            "--add-pool",
+            "pool.jsonl",
+            "--add-pool",
+            "pool.jsonl",
+        ][..],
+        &["questions.jsonl", "--add-pool", "pool.jsonl"][..],
+    ] {
+        let twice = trawl(work.path())
+            .args(["eval", "--train-ranker"])
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(!twice.status.success(), "{args:?}");
+        let err = String::from_utf8_lossy(&twice.stderr);
+        assert!(err.contains("is in the pool already"), "{err}");
+    }
+    let missing = trawl(work.path())
+        .args([
+            "eval",
+            "one.jsonl",
+            "--train-ranker",
+            "--add-pool",
+            "nowhere.jsonl",
+        ])
+        .output()
+        .unwrap();
+    assert!(!missing.status.success());
+    let err = String::from_utf8_lossy(&missing.stderr);
+    assert!(
+        err.contains("cannot open --add-pool file nowhere.jsonl"),
+        "{err}"
+    );
     // A pool of a test question is never fitted on; one of other features is stale.
     let saved = std::fs::read_to_string(work.path().join("pool.jsonl")).unwrap();
     let first = saved.lines().next().unwrap();
@@ -857,13 +899,7 @@ fn eval_reports_recall_and_mrr_and_names_a_bad_line() {
         )
         .unwrap();
         let refused = trawl(work.path())
-            .args([
-                "eval",
-                "questions.jsonl",
-                "--train-ranker",
-                "--add-pool",
-                file,
-            ])
+            .args(["eval", "one.jsonl", "--train-ranker", "--add-pool", file])
             .output()
             .unwrap();
         assert!(!refused.status.success(), "{file}");

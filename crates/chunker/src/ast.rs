@@ -662,39 +662,45 @@ impl<'s> Walker<'s> {
         js_path(self.text(target)).map(|_| (target, value))
     }
 
-    /// JavaScript: the other names a chain of assignments gives its definition
-    /// (`req.get = req.header = function header(…)`: `req.header`; `res.contentType = res.type
-    /// = …`: `res.type`), qualified as the definition's own name is, each with where it is
-    /// written. The outermost target names the definition; `exports` and `module.exports`
-    /// alone (`module.exports = exports = …`) name no other.
+    /// JavaScript: the names a chain of assignments gives its definition, each with where it
+    /// is written (`req.get = req.header = function header(…)`: `req.get`, `req.header`;
+    /// `var mount = exports.mount = …`: `mount`, `exports.mount`), qualified as a definition's
+    /// own name is. `exports` and `module.exports` alone (`module.exports = exports = …`) name
+    /// nothing. The caller leaves out the one the definition is named by.
     fn js_aliases(&self, node: Node, kind: Kind) -> Vec<(String, usize)> {
-        let Some((_, value)) = self.js_assignment(node) else {
+        let Some((outer, _)) = self.js_assignment(node) else {
             return Vec::new();
         };
-        let own = value.child_by_field_name("name").map(|n| self.text(n));
-        let mut out = Vec::new();
+        let mut targets = vec![outer];
         let mut at = match node.kind() {
-            "expression_statement" => node.named_child(0),
-            _ => node
+            "expression_statement" => node
                 .named_child(0)
-                .and_then(|d| d.child_by_field_name("value")),
+                .and_then(|e| e.child_by_field_name("right")),
+            _ => outer.parent().and_then(|d| d.child_by_field_name("value")),
         };
-        // The outermost assignment's target is the definition's name: skip it.
-        if node.kind() == "expression_statement" {
-            at = at.and_then(|e| e.child_by_field_name("right"));
+        while let Some(e) = at {
+            at = match e.kind() {
+                "assignment_expression" => {
+                    targets.extend(e.child_by_field_name("left"));
+                    e.child_by_field_name("right")
+                }
+                "parenthesized_expression" => e.named_child(0),
+                _ => None,
+            };
         }
-        while let Some(e) = at.filter(|e| e.kind() == "assignment_expression") {
-            if let Some(target) = e.child_by_field_name("left")
-                && js_path(self.text(target))
+        targets
+            .into_iter()
+            .filter(|t| {
+                js_path(self.text(*t))
                     .is_some_and(|p| !matches!(p.as_slice(), ["exports"] | ["module", "exports"]))
-            {
-                let (owner, name, _) = js_naming(self.text(target), own, kind, &self.stem);
+            })
+            .map(|t| {
+                // Named by the target itself: a class's own name is the definition's.
+                let (owner, name, _) = js_naming(self.text(t), None, kind, &self.stem);
                 let q = owner.map_or_else(|| name.clone(), |o| format!("{o}.{name}"));
-                out.push((q, target.start_byte()));
-            }
-            at = e.child_by_field_name("right");
-        }
-        out
+                (q, t.start_byte())
+            })
+            .collect()
     }
 
     /// JavaScript: a property defined by a call at statement level, `f(owner, 'name', value)`
@@ -1281,7 +1287,7 @@ impl<'s> Walker<'s> {
                     .collect();
             }
             if self.spec.arrow_functions && p.members.is_empty() {
-                p.members = self.alias_members(node, kind, scope);
+                p.members = self.alias_members(node, kind, scope, p.owner.as_deref(), &name);
             }
             p.symbol = Some(name);
             self.out.push(p);
@@ -1479,23 +1485,24 @@ impl<'s> Walker<'s> {
             before = p.prev_named_sibling();
         }
         // Decorators are the definition's, but one can hold a table of data (pytest's
-        // `parametrize`) larger than the ceiling: its own line is a cut point too, so that, cut,
+        // `parametrize`) larger than the ceiling: then its own line is a cut point too, so that
         // the signature starts a part with its docstring and body instead of following the
-        // table's tail.
-        let decorated = node.start_byte() > start && self.decorated(outer, node, start);
-        if decorated {
-            points.push((node.start_byte(), Some(node)));
+        // table's tail. Decorators that fit stay with it.
+        let own = node.start_byte();
+        let table = self
+            .decorators_start(outer, node, start)
+            .filter(|&d| own - d > ceiling);
+        if table.is_some() {
+            points.push((own, Some(node)));
         }
         points.sort_by_key(|&(p, _)| p);
         points.dedup_by_key(|(p, _)| *p);
         let mut ranges = self.pack(start, end, &points, depth);
-        // A short signature and body are not merged into the table's last part: when the
-        // decorators were cut, the definition's own line starts a part, however short.
-        let own = node.start_byte();
-        if decorated
+        // A short signature and body are not merged into the table's last part, however short.
+        if let Some(d) = table
             && let Some(k) = ranges
                 .iter()
-                .position(|&(s, e)| s > start && s < own && own < e)
+                .position(|&(s, e)| s > d && s < own && own < e)
         {
             let (s, e) = ranges[k];
             ranges[k] = crate::text::trim(self.src, s, own);
@@ -1515,15 +1522,25 @@ impl<'s> Walker<'s> {
         }
         // The other names of a definition cut in parts find its first part, as its own does.
         if self.spec.arrow_functions && first < self.out.len() {
-            self.out[first].members = self.alias_members(node, kind, scope);
+            self.out[first].members =
+                self.alias_members(node, kind, scope, owner.as_deref(), &name);
         }
     }
 
     /// [`Walker::js_aliases`] as the members a definition's chunk lists: its other names,
     /// qualified under its scope as its own name is.
-    fn alias_members(&self, node: Node, kind: Kind, scope: &[Scope]) -> Vec<Member> {
+    fn alias_members(
+        &self,
+        node: Node,
+        kind: Kind,
+        scope: &[Scope],
+        owner: Option<&str>,
+        own: &str,
+    ) -> Vec<Member> {
+        let me = owner.map_or_else(|| own.to_owned(), |o| format!("{o}.{own}"));
         self.js_aliases(node, kind)
             .into_iter()
+            .filter(|(name, _)| *name != me)
             .map(|(name, start)| {
                 let mut q: Vec<&str> = scope.iter().map(Scope::qualifier).collect();
                 q.push(&name);
@@ -1543,28 +1560,32 @@ impl<'s> Walker<'s> {
         sig[..crate::text::floor_boundary(sig, 300)].to_owned()
     }
 
-    /// Whether a decorator or attribute stands between `start` and the definition `node`:
-    /// inside its wrapper `outer` (what Python's `decorated_definition` holds before the
-    /// definition) or before it (Rust's `#[…]` items).
-    fn decorated(&self, outer: Node, node: Node, start: usize) -> bool {
+    /// Where the decorators or attributes of the definition `node` begin: the first inside
+    /// its wrapper `outer` (what Python's `decorated_definition` holds before the definition),
+    /// else the first of those right before it, at or after `start` (Rust's `#[…]` items);
+    /// `None` when it has none.
+    fn decorators_start(&self, outer: Node, node: Node, start: usize) -> Option<usize> {
         let is_attr = |n: &Node| self.spec.attributes.contains(&n.kind());
         let mut c = outer.walk();
         if outer != node
-            && outer
+            && let Some(d) = outer
                 .named_children(&mut c)
                 .take_while(|n| n.start_byte() < node.start_byte())
-                .any(|n| is_attr(&n) || n.kind() == "decorator")
+                .find(|n| is_attr(n) || n.kind() == "decorator")
         {
-            return true;
+            return Some(d.start_byte());
         }
+        let mut first = None;
         let mut before = outer.prev_named_sibling();
         while let Some(p) = before.filter(|p| p.start_byte() >= start) {
             if is_attr(&p) {
-                return true;
+                first = Some(p.start_byte());
+            } else if !self.spec.comments.contains(&p.kind()) {
+                break;
             }
             before = p.prev_named_sibling();
         }
-        false
+        first
     }
 
     fn emit_parts(

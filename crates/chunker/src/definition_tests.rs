@@ -1028,6 +1028,19 @@ fn each_name_a_chain_of_assignments_gives_a_function_finds_it() {
     assert_eq!(get.members[0].kind, get.kind);
     assert_eq!(&src[get.members[0].start..][..10], "req.header");
     assert_eq!(aliases(named("res.contentType")), ["res.type"]);
+    // A class is named by its own name; every target of the chain finds it.
+    let src = "a.B = a.C = class Foo {\n  static x = 1;\n};\nvar x = (y.z = function w() {\n  return 1;\n});\n";
+    let c = chunk("lib/a.js", Some("javascript"), src, Strategy::Ast, &opts);
+    let of = |q: &str| -> Vec<String> {
+        let p = c
+            .pieces
+            .iter()
+            .find(|p| p.qualified_name().as_deref() == Some(q))
+            .unwrap_or_else(|| panic!("no {q}: {:#?}", c.pieces));
+        p.members.iter().map(|m| m.qualified_name.clone()).collect()
+    };
+    assert_eq!(of("a.Foo"), ["a.B", "a.C"]);
+    assert_eq!(of("x"), ["y.z"]);
     // `exports` is no other name of what the module exports; `exports.mount` is.
     assert!(aliases(named("createApplication")).is_empty());
     assert_eq!(aliases(named("mount")), ["exports.mount"]);
@@ -1299,6 +1312,40 @@ fn a_decorator_table_over_the_ceiling_leaves_the_signature_to_start_its_own_part
         cut[at]
     );
     assert!(cut[..at].iter().all(|p| p.contains("--opt-")), "{cut:#?}");
+    // A small decorator stays with its definition when the definition is cut: after overload
+    // stubs, and before a docstring that fills the part.
+    let small = |src: &str, ceiling: usize, decorator: &str, def: &str| {
+        let opts = Options {
+            ceiling,
+            floor: ceiling / 8,
+            ..Options::default()
+        };
+        let c = chunk("src/convert.py", Some("python"), src, Strategy::Ast, &opts);
+        invariants(src, &c, ceiling).unwrap();
+        let texts: Vec<&str> = c.pieces.iter().map(|p| &src[p.start..p.end]).collect();
+        assert!(
+            texts
+                .iter()
+                .any(|t| t.starts_with(&format!("{decorator}\n{def}"))),
+            "{texts:#?}"
+        );
+        assert!(!texts.iter().any(|t| t.trim() == decorator), "{texts:#?}");
+    };
+    let stubs: String = ["int", "str", "bytes"]
+        .iter()
+        .map(|t| format!("@overload\ndef convert(value: {t}, *, strict: bool = ..., context: Optional[Context] = None) -> {t}: ...\n"))
+        .collect();
+    let src = format!(
+        "from typing import overload\n\n\n{stubs}@functools.cache\ndef convert(value, *, strict=False, context=None):\n    \"\"\"Convert a value.\"\"\"\n    if isinstance(value, (int, str, bytes)):\n        return type(value)(value)\n    raise TypeError(value)\n"
+    );
+    small(&src, 300, "@functools.cache", "def convert(value, *");
+    let lines: String = (0..5)
+        .map(|i| format!("    line {i} of the docstring explaining what this does in detail.\n"))
+        .collect();
+    let src = format!(
+        "@pytest.mark.slow\ndef test_thing(runner):\n    \"\"\"Checks the thing.\n\n{lines}    \"\"\"\n    assert runner.invoke(cli).exit_code == 0\n    assert runner.invoke(cli).output == \"\"\n"
+    );
+    small(&src, 390, "@pytest.mark.slow", "def test_thing(runner):");
     // A small decorator stays with its definition, as before.
     let src = "import pytest\n\n\n@pytest.fixture\ndef runner():\n    return CliRunner()\n";
     let c = chunk(

@@ -411,6 +411,14 @@ async fn train_ranker(
         params.ranker_pool > 0,
         "query.ranker_pool is 0: there is no pool to fit on (set it, e.g. `--set query.ranker_pool=50`)"
     );
+    // A wrong path fails before the pools are computed, not after.
+    for path in add_pool {
+        std::fs::metadata(path)
+            .with_context(|| format!("cannot open --add-pool file {}", path.display()))?;
+    }
+    // Each question once: a pool added twice (or the file --save-pool writes) would count its
+    // questions twice, in folds of their own, and flatter the cross-validation.
+    let mut seen: std::collections::HashSet<(String, String)> = std::collections::HashSet::new();
     let bar = indicatif::ProgressBar::new(queries.len() as u64).with_message("pools");
     let mut samples: Vec<learned::Sample> = Vec::new();
     let mut answered = 0usize;
@@ -442,6 +450,7 @@ async fn train_ranker(
             sample.push((f, hit));
         }
         answered += usize::from(sample.iter().any(|c| c.1));
+        seen.insert((q.id.clone(), q.query.clone()));
         if let Some(w) = saved.as_mut() {
             let line = serde_json::json!({
                 "id": q.id,
@@ -465,7 +474,7 @@ async fn train_ranker(
         queries.len()
     );
     for path in add_pool {
-        let added = read_pool(path)?;
+        let added = read_pool(path, &mut seen)?;
         answered += added.iter().filter(|s| s.iter().any(|c| c.1)).count();
         samples.extend(added);
     }
@@ -507,12 +516,17 @@ async fn train_ranker(
 }
 
 /// The pools `--save-pool` wrote to `path`, as samples to fit on: refused when they were
-/// saved with other features, or hold a question of the `test` split.
-fn read_pool(path: &std::path::Path) -> anyhow::Result<Vec<trawl_query::learned::Sample>> {
+/// saved with other features, hold a question of the `test` split, or a question `seen`
+/// already holds (by id and text; each one read is added to it).
+fn read_pool(
+    path: &std::path::Path,
+    seen: &mut std::collections::HashSet<(String, String)>,
+) -> anyhow::Result<Vec<trawl_query::learned::Sample>> {
     use std::io::BufRead;
     #[derive(serde::Deserialize)]
     struct Line {
         id: String,
+        query: String,
         split: Option<String>,
         features: Vec<String>,
         candidates: Vec<Candidate>,
@@ -551,6 +565,12 @@ fn read_pool(path: &std::path::Path) -> anyhow::Result<Vec<trawl_query::learned:
         anyhow::ensure!(
             l.split.as_deref() != Some("test"),
             "{}: question {} is of the test split, which is never fitted on: save the pool with `--split tune`",
+            at(),
+            l.id
+        );
+        anyhow::ensure!(
+            seen.insert((l.id.clone(), l.query.clone())),
+            "{}: question {} is in the pool already (from this index or a file added before): add each saved pool once",
             at(),
             l.id
         );
