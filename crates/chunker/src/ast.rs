@@ -1126,8 +1126,14 @@ impl<'s> Walker<'s> {
             })) && nodes.iter().all(|n| self.spec.comments.contains(&n.kind()));
             // A split container's opening line alone (`impl Walker {`, `export class Foo {`)
             // reads with its first member, as its closing brace with its last: the skeleton
-            // has the container whole, and a chunk of one brace answers nothing.
+            // has the container whole, and a chunk of one brace answers nothing. A function
+            // that is the scope of the functions it defines has no skeleton: its opening
+            // (`function createStore(reducer) {`) is its own first part, where a search for its
+            // name cites its signature and a call resolves.
+            let function_scope =
+                container.is_some_and(|c| matches!(c.kind, Kind::Function | Kind::Method));
             let opening = container.is_some()
+                && !function_scope
                 && i == 0
                 && !self.src[start..end].contains('\n')
                 && self.src[start..end].trim_end().ends_with('{');
@@ -1385,37 +1391,6 @@ impl<'s> Walker<'s> {
                 inner.push(me.clone());
                 let first = self.out.len();
                 self.block(&children, start, end, &inner, parent, Some(&me), depth + 1);
-                // Its opening (`function createStore(reducer) {`) is its own first part, not
-                // the first definition's: a search for its name cites its signature, and a
-                // call resolves to it.
-                let opened = b.named_child(0).map(|c| c.start_byte());
-                if let Some(open_end) = opened
-                    && let Some(p) = self.out.get(first)
-                    && p.start == start
-                    && !p.is_generated()
-                    && open_end > start
-                    && open_end < p.end
-                    && !(p.kind == kind && p.symbol.as_deref() == Some(name.as_str()))
-                {
-                    let (s, e) = trim(self.src, open_end, p.end);
-                    let (os, oe) = trim(self.src, start, open_end);
-                    if e > s && oe > os {
-                        let p = &mut self.out[first];
-                        p.start = s;
-                        self.src[s..e].clone_into(&mut p.text);
-                        let mut open = Piece::new(kind, os, oe, self.src[os..oe].to_owned());
-                        open.symbol = Some(name.clone());
-                        open.scope = scope.to_vec();
-                        open.parent = parent;
-                        self.out.insert(first, open);
-                        // Pieces name their parent by index: those after it moved by one.
-                        for p in &mut self.out[first + 1..] {
-                            if let Some(i) = p.parent.as_mut().filter(|i| **i >= first) {
-                                *i += 1;
-                            }
-                        }
-                    }
-                }
                 // Its own code around them is one definition cut in parts: numbered as such, so
                 // that a call resolves to its first part and a reader sees the pieces belong.
                 let own: Vec<usize> = (first..self.out.len())

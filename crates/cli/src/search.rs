@@ -445,22 +445,28 @@ async fn train_ranker(
                 .iter()
                 .any(|t| trawl_query::eval::hits_precisely(&h, t));
             if saved.is_some() {
-                candidates.push(serde_json::json!({"f": f.to_vec(), "hit": hit, "doc": h}));
+                candidates.push(SavedCandidate {
+                    f: f.to_vec(),
+                    hit,
+                    doc: serde_json::to_value(&h)?,
+                });
             }
             sample.push((f, hit));
         }
         answered += usize::from(sample.iter().any(|c| c.1));
         seen.insert((q.id.clone(), q.query.clone()));
         if let Some(w) = saved.as_mut() {
-            let line = serde_json::json!({
-                "id": q.id,
-                "kind": q.kind,
-                "split": q.split,
-                "features": trawl_core::config::RankerWeights::NAMES,
-                "query": q.query,
-                "candidates": candidates,
-            });
-            writeln!(w, "{line}")?;
+            let line = SavedPool {
+                id: q.id.clone(),
+                kind: q.kind.clone(),
+                split: q.split.clone(),
+                features: trawl_core::config::RankerWeights::NAMES
+                    .map(str::to_owned)
+                    .to_vec(),
+                query: q.query.clone(),
+                candidates,
+            };
+            writeln!(w, "{}", serde_json::to_string(&line)?)?;
         }
         samples.push(sample);
     }
@@ -515,6 +521,28 @@ async fn train_ranker(
     Ok(ExitCode::SUCCESS)
 }
 
+/// One question's pool, one JSON line of the file `--save-pool` writes and `--add-pool` reads.
+#[derive(serde::Serialize, serde::Deserialize)]
+struct SavedPool {
+    id: String,
+    kind: String,
+    split: Option<String>,
+    /// The features' names, in the order of each candidate's `f`.
+    features: Vec<String>,
+    query: String,
+    candidates: Vec<SavedCandidate>,
+}
+
+#[derive(serde::Serialize, serde::Deserialize)]
+struct SavedCandidate {
+    f: Vec<f64>,
+    /// Whether it answers the question.
+    hit: bool,
+    /// The result as `--json` prints it.
+    #[serde(default)]
+    doc: serde_json::Value,
+}
+
 /// The pools `--save-pool` wrote to `path`, as samples to fit on: refused when they were
 /// saved with other features, hold a question of the `test` split, or a question `seen`
 /// already holds (by id and text; each one read is added to it).
@@ -523,19 +551,6 @@ fn read_pool(
     seen: &mut std::collections::HashSet<(String, String)>,
 ) -> anyhow::Result<Vec<trawl_query::learned::Sample>> {
     use std::io::BufRead;
-    #[derive(serde::Deserialize)]
-    struct Line {
-        id: String,
-        query: String,
-        split: Option<String>,
-        features: Vec<String>,
-        candidates: Vec<Candidate>,
-    }
-    #[derive(serde::Deserialize)]
-    struct Candidate {
-        f: Vec<f64>,
-        hit: bool,
-    }
     let names = trawl_core::config::RankerWeights::NAMES;
     let file = std::fs::File::open(path)
         .with_context(|| format!("cannot open --add-pool file {}", path.display()))?;
@@ -546,7 +561,7 @@ fn read_pool(
             continue;
         }
         let at = || format!("{} line {}", path.display(), n + 1);
-        let l: Line = serde_json::from_str(&line).with_context(|| {
+        let l: SavedPool = serde_json::from_str(&line).with_context(|| {
             format!(
                 "{} is not a pool `--save-pool` wrote: write it again with `trawl eval --train-ranker --save-pool`",
                 at()
