@@ -882,8 +882,51 @@ fn eval_reports_recall_and_mrr_and_names_a_bad_line() {
         err.contains("cannot open --add-pool file nowhere.jsonl"),
         "{err}"
     );
-    // A pool of a test question is never fitted on; one of other features is stale.
+    // With `--split`, a saved question of another split is left out as the set's own are.
     let saved = std::fs::read_to_string(work.path().join("pool.jsonl")).unwrap();
+    let mut tune_lines: Vec<serde_json::Value> = saved
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    for l in &mut tune_lines {
+        l["split"] = "tune".into();
+    }
+    let mut other = tune_lines[0].clone();
+    other["id"] = "n1-other".into();
+    other["split"] = "other".into();
+    tune_lines.push(other);
+    std::fs::write(
+        work.path().join("split-pool.jsonl"),
+        tune_lines
+            .iter()
+            .map(std::string::ToString::to_string)
+            .collect::<Vec<_>>()
+            .join("\n"),
+    )
+    .unwrap();
+    std::fs::write(
+        work.path().join("one-tune.jsonl"),
+        r#"{"id":"n9","query":"which connection is handed out next","kind":"natural","split":"tune","targets":[{"repo":"*","path":"db/pool.rs","start_line":17,"end_line":20}]}"#,
+    )
+    .unwrap();
+    let split = ok(&trawl(work.path())
+        .args([
+            "eval",
+            "one-tune.jsonl",
+            "--split",
+            "tune",
+            "--train-ranker",
+            "--add-pool",
+            "split-pool.jsonl",
+        ])
+        .output()
+        .unwrap());
+    assert!(
+        split.contains("1 question(s) of split-pool.jsonl left out: not of split \"tune\".")
+            && split.contains("3 questions' pools added from 1 file(s) to this index's 1."),
+        "{split}"
+    );
+    // A pool of a test question is never fitted on; one of other features is stale.
     let first = saved.lines().next().unwrap();
     let mut test_line: serde_json::Value = serde_json::from_str(first).unwrap();
     test_line["split"] = "test".into();

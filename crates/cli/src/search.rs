@@ -349,7 +349,8 @@ pub struct EvalArgs {
 
     /// With `--train-ranker`, also fit on the pools FILE holds, written by `--save-pool` on
     /// another index: questions about repositories indexed in other stores are fitted on with
-    /// these as one pool. Repeatable. A pool of a `test` question is refused.
+    /// these as one pool. Repeatable. With `--split`, a saved question of another split (or
+    /// of none) is left out, as the set's own are; a pool of a `test` question is refused.
     #[arg(long, value_name = "FILE", requires = "train_ranker")]
     add_pool: Vec<std::path::PathBuf>,
 }
@@ -400,6 +401,7 @@ async fn train_ranker(
     l2: f64,
     save_pool: Option<&std::path::Path>,
     add_pool: &[std::path::PathBuf],
+    split: Option<&str>,
 ) -> anyhow::Result<ExitCode> {
     use trawl_query::learned;
     anyhow::ensure!(
@@ -480,7 +482,14 @@ async fn train_ranker(
         queries.len()
     );
     for path in add_pool {
-        let added = read_pool(path, &mut seen)?;
+        let (added, other_split) = read_pool(path, &mut seen, split)?;
+        if other_split > 0 {
+            println!(
+                "{other_split} question(s) of {} left out: not of split {:?}.",
+                path.display(),
+                split.unwrap_or_default()
+            );
+        }
         answered += added.iter().filter(|s| s.iter().any(|c| c.1)).count();
         samples.extend(added);
     }
@@ -543,18 +552,21 @@ struct SavedCandidate {
     doc: serde_json::Value,
 }
 
-/// The pools `--save-pool` wrote to `path`, as samples to fit on: refused when they were
-/// saved with other features, hold a question of the `test` split, or a question `seen`
-/// already holds (by id and text; each one read is added to it).
+/// The pools `--save-pool` wrote to `path`, as samples to fit on, and how many questions
+/// were left out for not being of `split` (when one is given). Refused when they were saved
+/// with other features, hold a question of the `test` split, or a question `seen` already
+/// holds (by id and text; each one read is added to it).
 fn read_pool(
     path: &std::path::Path,
     seen: &mut std::collections::HashSet<(String, String)>,
-) -> anyhow::Result<Vec<trawl_query::learned::Sample>> {
+    split: Option<&str>,
+) -> anyhow::Result<(Vec<trawl_query::learned::Sample>, usize)> {
     use std::io::BufRead;
     let names = trawl_core::config::RankerWeights::NAMES;
     let file = std::fs::File::open(path)
         .with_context(|| format!("cannot open --add-pool file {}", path.display()))?;
     let mut out = Vec::new();
+    let mut other_split = 0;
     for (n, line) in std::io::BufReader::new(file).lines().enumerate() {
         let line = line.with_context(|| format!("cannot read {}", path.display()))?;
         if line.trim().is_empty() {
@@ -583,6 +595,10 @@ fn read_pool(
             at(),
             l.id
         );
+        if split.is_some_and(|s| l.split.as_deref() != Some(s)) {
+            other_split += 1;
+            continue;
+        }
         anyhow::ensure!(
             seen.insert((l.id.clone(), l.query.clone())),
             "{}: question {} is in the pool already (from this index or a file added before): add each saved pool once",
@@ -605,7 +621,7 @@ fn read_pool(
             out.push(sample);
         }
     }
-    Ok(out)
+    Ok((out, other_split))
 }
 
 pub async fn eval(cfg: &Config, args: EvalArgs) -> anyhow::Result<ExitCode> {
@@ -627,6 +643,7 @@ pub async fn eval(cfg: &Config, args: EvalArgs) -> anyhow::Result<ExitCode> {
             args.ranker_l2,
             args.save_pool.as_deref(),
             &args.add_pool,
+            args.split.as_deref(),
         )
         .await;
     }
