@@ -50,6 +50,17 @@ fn local_io(op: StoreOp, key: &str, e: std::io::Error) -> Error {
     }
 }
 
+/// Attempts of a conditional put whose outcome was unknown before giving up.
+const CONDITIONAL_ATTEMPTS: u32 = 5;
+
+/// What reading the object back after a failed conditional put found.
+enum Settled {
+    /// Written (`true`), or another writer's (`false`): done.
+    Done(bool),
+    /// Not applied, and nothing else there: try again (the error, for the log).
+    Again(object_store::Error),
+}
+
 impl Store {
     /// Resolves a store URL (see the module docs).
     pub fn from_url(url: &str) -> Result<Self, Error> {
@@ -290,14 +301,33 @@ impl Store {
     /// writer's that it was not, nothing that it may be tried again. Give each writer unique
     /// bytes where that distinction matters.
     pub async fn create(&self, key: &str, bytes: Bytes) -> Result<bool, Error> {
+        self.put_conditionally(key, &bytes, None).await
+    }
+
+    /// A put of `bytes` to `key` on the condition that it does not exist (`expected` `None`)
+    /// or is still at `expected`, tried again while [`Store::settle`] finds that it may be.
+    /// `true` when it was written.
+    async fn put_conditionally(
+        &self,
+        key: &str,
+        bytes: &Bytes,
+        expected: Option<&Version>,
+    ) -> Result<bool, Error> {
+        let mode = match expected {
+            None => PutMode::Create,
+            Some(v) => PutMode::Update(object_store::UpdateVersion {
+                e_tag: v.e_tag.clone(),
+                version: v.version.clone(),
+            }),
+        };
         let opts = PutOptions {
-            mode: PutMode::Create,
+            mode,
             ..PutOptions::default()
         };
         let mut attempt = 0;
         loop {
             attempt += 1;
-            let err = match self
+            let Err(err) = self
                 .inner
                 .put_opts(
                     &self.path(key),
@@ -305,19 +335,59 @@ impl Store {
                     opts.clone(),
                 )
                 .await
-            {
-                Ok(_) => return Ok(true),
-                Err(object_store::Error::AlreadyExists { .. }) => return Ok(false),
-                Err(e) => e,
+            else {
+                return Ok(true);
             };
-            match self.get(key).await {
-                Ok(Some(now)) => return Ok(now == bytes),
-                Ok(None) | Err(_) if attempt < 5 => {
-                    tracing::warn!(key, error = %err, attempt, "conditional create failed; retrying");
+            match self.settle(key, bytes, expected, err, attempt).await? {
+                Settled::Done(written) => return Ok(written),
+                Settled::Again(err) => {
+                    tracing::warn!(key, error = %err, attempt, "conditional put failed; retrying");
                     tokio::time::sleep(std::time::Duration::from_millis(100 << attempt)).await;
                 }
-                _ => return Err(Self::err(StoreOp::Put, key)(err)),
             }
+        }
+    }
+
+    /// What became of a conditional put that failed with `err`. A conditional put is not
+    /// idempotent, so the client does not retry it on a timeout or a throttled request: the
+    /// object is read back. Our bytes there mean it was applied; the condition still holding
+    /// (no object, the expected version) that it was not, and it may be tried again;
+    /// anything else that another writer won.
+    async fn settle(
+        &self,
+        key: &str,
+        bytes: &Bytes,
+        expected: Option<&Version>,
+        err: object_store::Error,
+        attempt: u32,
+    ) -> Result<Settled, Error> {
+        let again = attempt < CONDITIONAL_ATTEMPTS;
+        let Some(expected) = expected else {
+            return match err {
+                object_store::Error::AlreadyExists { .. } => Ok(Settled::Done(false)),
+                err => match self.get(key).await {
+                    Ok(Some(now)) => Ok(Settled::Done(now == *bytes)),
+                    Ok(None) | Err(_) if again => Ok(Settled::Again(err)),
+                    _ => Err(Self::err(StoreOp::Put, key)(err)),
+                },
+            };
+        };
+        // A backend with no conditional update (a local directory): the version read again,
+        // then an atomic write.
+        if let object_store::Error::NotImplemented { .. } = err {
+            let now = self.get_versioned(key).await?.map(|(_, v)| v);
+            if now.as_ref() != Some(expected) {
+                return Ok(Settled::Done(false));
+            }
+            self.put(key, bytes.clone()).await?;
+            return Ok(Settled::Done(true));
+        }
+        let precondition = matches!(err, object_store::Error::Precondition { .. });
+        match self.get_versioned(key).await? {
+            Some((now, _)) if now == *bytes => Ok(Settled::Done(true)),
+            Some((_, v)) if &v == expected && !precondition && again => Ok(Settled::Again(err)),
+            _ if precondition => Ok(Settled::Done(false)),
+            _ => Err(Self::err(StoreOp::Put, key)(err)),
         }
     }
 
@@ -347,53 +417,7 @@ impl Store {
         bytes: Bytes,
         expected: Option<&Version>,
     ) -> Result<bool, Error> {
-        let Some(expected) = expected else {
-            return self.create(key, bytes).await;
-        };
-        let opts = PutOptions {
-            mode: PutMode::Update(object_store::UpdateVersion {
-                e_tag: expected.e_tag.clone(),
-                version: expected.version.clone(),
-            }),
-            ..PutOptions::default()
-        };
-        let mut attempt = 0;
-        loop {
-            attempt += 1;
-            let err = match self
-                .inner
-                .put_opts(
-                    &self.path(key),
-                    PutPayload::from_bytes(bytes.clone()),
-                    opts.clone(),
-                )
-                .await
-            {
-                Ok(_) => return Ok(true),
-                Err(object_store::Error::NotImplemented { .. }) => {
-                    let now = self.get_versioned(key).await?.map(|(_, v)| v);
-                    if now.as_ref() != Some(expected) {
-                        return Ok(false);
-                    }
-                    self.put(key, bytes).await?;
-                    return Ok(true);
-                }
-                Err(e) => e,
-            };
-            // A conditional put is not idempotent, so the client does not retry it on a
-            // timeout: the request may or may not have been applied. Look: our bytes there
-            // mean it was; the expected version still there means it was not (try again);
-            // anything else means another writer won.
-            let precondition = matches!(err, object_store::Error::Precondition { .. });
-            match self.get_versioned(key).await? {
-                Some((now, _)) if now == bytes => return Ok(true),
-                Some((_, v)) if &v == expected && !precondition && attempt < 5 => {
-                    tracing::warn!(key, error = %err, attempt, "conditional put failed; retrying");
-                }
-                _ if precondition => return Ok(false),
-                _ => return Err(Self::err(StoreOp::Put, key)(err)),
-            }
-        }
+        self.put_conditionally(key, &bytes, expected).await
     }
 
     /// Whether `key` exists (a metadata request, the object is not read).

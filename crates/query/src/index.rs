@@ -109,12 +109,13 @@ pub struct Named {
     pub kinds: &'static [ChunkKind],
 }
 
-/// The kinds a declaration keyword declares (`class`, `def`, `fn`, `func`, `struct`, …).
-fn declared_kinds(keyword: &str) -> Option<&'static [ChunkKind]> {
+/// The kinds a declaration keyword declares (`class`, `def`, `fn`, `func`, `struct`, …),
+/// the kind it writes first and then those a search for it also finds.
+pub(crate) fn declared_kinds(keyword: &str) -> Option<&'static [ChunkKind]> {
     use ChunkKind as K;
     Some(match keyword {
         "def" | "fn" | "func" | "function" | "fun" | "sub" | "proc" => &[K::Function, K::Method],
-        "class" => &[K::Class],
+        "class" | "record" | "object" => &[K::Class],
         "struct" | "union" => &[K::Struct],
         "enum" => &[K::Enum],
         "interface" | "protocol" => &[K::Interface],

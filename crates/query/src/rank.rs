@@ -467,82 +467,24 @@ pub fn is_wide(kind: ChunkKind) -> bool {
 }
 
 /// The placeholders of format strings, in every language's spelling: `%d`, `%-5.2f`, `%q`,
-/// `%(name)s`, `{}`, `{0}`, `{name!r}`, `{:?}`, `${x}`, `#{x}`. A literal is cut into the
-/// fixed parts between them.
+/// `%ld`, `%(name)s`, `{}`, `{0}`, `{name!r}`, `{:?}`, `${x}`, `#{x}`. A literal is cut into
+/// the fixed parts between them (each collapsed, with two letters or digits at least).
 fn fixed_parts(lit: &str) -> Vec<String> {
-    let b = lit.as_bytes();
-    let mut parts = Vec::new();
-    let mut cur = String::new();
-    let mut i = 0;
-    let flush = |cur: &mut String, parts: &mut Vec<String>| {
-        let t = collapse(cur);
-        if t.chars().filter(|c| c.is_alphanumeric()).count() >= 2 {
-            parts.push(t);
-        }
-        cur.clear();
-    };
-    while i < b.len() {
-        let c = b[i];
-        let next = b.get(i + 1).copied();
-        match c {
-            b'%' if next == Some(b'%') => {
-                cur.push('%');
-                i += 2;
-                continue;
-            }
-            b'%' => {
-                // flags, width, precision, length, then the verb; or %(name)s.
-                let mut j = i + 1;
-                if b.get(j) == Some(&b'(') {
-                    while j < b.len() && b[j] != b')' {
-                        j += 1;
-                    }
-                    j += 1;
-                }
-                while j < b.len() && (b"-+ #0.*".contains(&b[j]) || b[j].is_ascii_digit()) {
-                    j += 1;
-                }
-                while j < b.len() && b"hlLqjzt".contains(&b[j]) && j + 1 < b.len() {
-                    if b[j + 1].is_ascii_alphabetic() {
-                        j += 1;
-                    } else {
-                        break;
-                    }
-                }
-                if j < b.len() && b[j].is_ascii_alphabetic() {
-                    flush(&mut cur, &mut parts);
-                    i = j + 1;
-                    continue;
-                }
-            }
-            b'{' if next == Some(b'{') => {
-                cur.push('{');
-                i += 2;
-                continue;
-            }
-            b'}' if next == Some(b'}') => {
-                cur.push('}');
-                i += 2;
-                continue;
-            }
-            b'{' | b'$' | b'#' if c == b'{' || next == Some(b'{') => {
-                let open = if c == b'{' { i } else { i + 1 };
-                if let Some(len) = lit[open..].find('}')
-                    && len <= 64
-                {
-                    flush(&mut cur, &mut parts);
-                    i = open + len + 1;
-                    continue;
-                }
-            }
-            _ => {}
-        }
-        let ch = lit[i..].chars().next().unwrap_or(' ');
-        cur.push(ch);
-        i += ch.len_utf8();
-    }
-    flush(&mut cur, &mut parts);
-    parts
+    let (pieces, _) = format_pieces(lit);
+    pieces
+        .split(|p| *p == Piece::Any)
+        .map(|run| {
+            collapse(
+                &run.iter()
+                    .map(|p| match p {
+                        Piece::Text(c) => *c,
+                        Piece::Any => ' ',
+                    })
+                    .collect::<String>(),
+            )
+        })
+        .filter(|t| t.chars().filter(|c| c.is_alphanumeric()).count() >= 2)
+        .collect()
 }
 
 /// Lowercased, whitespace runs made one space, trimmed.
@@ -1058,27 +1000,25 @@ pub fn config_keys(query: &str) -> Vec<String> {
     keys
 }
 
-/// One piece of a key template: text as written, or a placeholder.
+/// One piece of a format string: a character as written (lowercased), or a placeholder.
 #[derive(Debug, PartialEq)]
 enum Piece {
     Text(char),
     Any,
 }
 
-/// A literal's pieces, each placeholder (`{name}`, `{}`, `${name}`, `#{name}`, `%s`, `%-8s`,
-/// `%(name)s`) one [`Piece::Any`]; `%%`, `{{` and `}}` are their one character. `None` when a
-/// placeholder does not close (`{name`, `%(name`).
-fn template_pieces(lit: &str) -> Option<Vec<Piece>> {
+/// A brace placeholder longer than this is read as text: code, not a format string.
+const MAX_PLACEHOLDER_CHARS: usize = 64;
+
+/// A format string's pieces, each placeholder (`{name}`, `{}`, `${name}`, `#{name}`, `%s`,
+/// `%-8s`, `%ld`, `%(name)s`) one [`Piece::Any`]; `%%`, `{{` and `}}` are their one
+/// character. A placeholder that does not close (`{name`, `%(name`) is its characters as
+/// written, and the flag returned says there was one.
+fn format_pieces(lit: &str) -> (Vec<Piece>, bool) {
     let chars: Vec<char> = lit.chars().collect();
     let mut out = Vec::new();
+    let mut unclosed = false;
     let mut i = 0;
-    // The index just past the `}` that closes a brace opened before `from`.
-    let close = |from: usize| {
-        chars[from..]
-            .iter()
-            .position(|&c| c == '}')
-            .map(|p| from + p + 1)
-    };
     while i < chars.len() {
         let c = chars[i];
         let next = chars.get(i + 1).copied();
@@ -1088,44 +1028,57 @@ fn template_pieces(lit: &str) -> Option<Vec<Piece>> {
                 i += 2;
                 continue;
             }
-            ('$' | '#', Some('{')) => {
-                i = close(i + 2)?;
-                out.push(Piece::Any);
-                continue;
+            ('{', _) | ('$' | '#', Some('{')) => {
+                let open = if c == '{' { i + 1 } else { i + 2 };
+                match chars[open..].iter().position(|&c| c == '}') {
+                    Some(len) if len <= MAX_PLACEHOLDER_CHARS => {
+                        out.push(Piece::Any);
+                        i = open + len + 1;
+                        continue;
+                    }
+                    _ => unclosed = true,
+                }
             }
-            ('{', _) => {
-                i = close(i + 1)?;
-                out.push(Piece::Any);
-                continue;
-            }
-            ('%', Some('(')) => {
-                let end = chars[i + 2..].iter().position(|&c| c == ')')? + i + 2;
-                // The verb after the name.
-                i = end + 2;
-                out.push(Piece::Any);
-                continue;
-            }
-            ('%', Some(n)) if n.is_ascii_alphanumeric() || "-+ #0.".contains(n) => {
+            ('%', Some(_)) => {
+                // A name in parentheses, flags, width and precision, a length, then the verb.
                 let mut j = i + 1;
-                while j < chars.len() && (chars[j].is_ascii_digit() || "-+ #0.".contains(chars[j]))
+                let mut named = true;
+                if chars[j] == '(' {
+                    match chars[j..].iter().position(|&c| c == ')') {
+                        Some(p) => j += p + 1,
+                        None => named = false,
+                    }
+                }
+                while j < chars.len() && (chars[j].is_ascii_digit() || "-+ #0.*".contains(chars[j]))
                 {
                     j += 1;
                 }
-                if !chars.get(j).is_some_and(char::is_ascii_alphabetic) {
-                    out.push(Piece::Text(c));
-                    i += 1;
+                while j + 1 < chars.len()
+                    && "hlLqjzt".contains(chars[j])
+                    && chars[j + 1].is_ascii_alphabetic()
+                {
+                    j += 1;
+                }
+                if !named {
+                    unclosed = true;
+                } else if chars.get(j).is_some_and(char::is_ascii_alphabetic) {
+                    out.push(Piece::Any);
+                    i = j + 1;
                     continue;
                 }
-                i = j + 1;
-                out.push(Piece::Any);
-                continue;
             }
             _ => {}
         }
         out.push(Piece::Text(c.to_ascii_lowercase()));
         i += 1;
     }
-    Some(out)
+    (out, unclosed)
+}
+
+/// A literal's [`format_pieces`], `None` when a placeholder does not close.
+fn template_pieces(lit: &str) -> Option<Vec<Piece>> {
+    let (pieces, unclosed) = format_pieces(lit);
+    (!unclosed).then_some(pieces)
 }
 
 /// The pieces of a literal that builds a key from parts (`_{prog_name}_COMPLETE`,
@@ -1606,6 +1559,10 @@ mod tests {
         );
         assert_eq!(fixed_parts("%(prog)s: error: %(message)s"), [": error:"]);
         assert_eq!(fixed_parts("no #{thing} here"), ["no", "here"]);
+        assert_eq!(fixed_parts("read %ld bytes of %-8s"), ["read", "bytes of"]);
+        // A brace that does not close is text, as a key template it is no template.
+        assert_eq!(fixed_parts("expected {name here"), ["expected {name here"]);
+        assert!(template_pieces("_{prog_name_COMPLETE").is_none());
     }
 
     #[test]

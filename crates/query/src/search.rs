@@ -1402,19 +1402,12 @@ fn declares(line: &str, name: &str) -> bool {
         }
 }
 
-/// The kind of container a declaration word declares (`class Inner`, `struct Span`).
+/// The kind of container (or type) a declaration word declares (`class Inner`, `struct
+/// Span`, `type Level`).
 fn container_kind(word: &str) -> Option<ChunkKind> {
-    Some(match word {
-        "class" | "record" | "object" => ChunkKind::Class,
-        "struct" | "union" => ChunkKind::Struct,
-        "enum" => ChunkKind::Enum,
-        "interface" => ChunkKind::Interface,
-        "trait" => ChunkKind::Trait,
-        "mod" | "module" => ChunkKind::Module,
-        "namespace" => ChunkKind::Namespace,
-        "type" => ChunkKind::Type,
-        _ => return None,
-    })
+    crate::index::declared_kinds(word)
+        .map(|kinds| kinds[0])
+        .filter(|k| k.is_container() || *k == ChunkKind::Type)
 }
 
 /// How `b` relates to an accepted result `a` of the same file, if they share lines.
