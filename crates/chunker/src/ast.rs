@@ -179,7 +179,7 @@ pub fn chunk(
         w.notes.push(Note::SyntaxErrors);
     }
     let children = w.children(root, 0);
-    w.block(&children, 0, src.len(), &[], None, None, 0);
+    w.block(&children, (0, src.len()), &[], None, None, None, 0);
 
     // Calls and imports: one pass over the whole tree.
     let (calls, imports) = w.calls_and_imports(root);
@@ -1020,19 +1020,37 @@ impl<'s> Walker<'s> {
         items
     }
 
+    /// [`Walker::block`] of a definition's `children` as the scope `me`, inside `scope`.
+    #[allow(clippy::too_many_arguments)]
+    fn block_in(
+        &mut self,
+        children: &[Node],
+        region: (usize, usize),
+        scope: &[Scope],
+        me: &Scope,
+        parent: Option<usize>,
+        table: Option<(usize, usize)>,
+        depth: usize,
+    ) {
+        let mut inner = scope.to_vec();
+        inner.push(me.clone());
+        self.block(children, region, &inner, parent, Some(me), table, depth + 1);
+    }
+
     /// Emits the chunks of one block: definitions, and the code between them.
     ///
     /// `container` is the kind and name of the enclosing oversize definition, whose own
-    /// code (header, fields, closing lines) is emitted under its kind and name.
+    /// code (header, fields, closing lines) is emitted under its kind and name; `table`, its
+    /// [`Walker::decorator_table`], where its own text begins after a table of decorators.
     #[allow(clippy::too_many_arguments)]
     fn block(
         &mut self,
         children: &[Node],
-        region_start: usize,
-        region_end: usize,
+        (region_start, region_end): (usize, usize),
         scope: &[Scope],
         parent: Option<usize>,
         container: Option<&Scope>,
+        table: Option<(usize, usize)>,
         depth: usize,
     ) {
         let items = self.items(children);
@@ -1190,13 +1208,24 @@ impl<'s> Walker<'s> {
                         vec![(start, end)]
                     } else {
                         // Cut before a statement or a field, never before the `,` or `;`
-                        // that ends the one before.
-                        let points: Vec<(usize, Option<Node>)> = nodes
+                        // that ends the one before; and where the container's own text
+                        // begins after a table of decorators.
+                        let mut points: Vec<(usize, Option<Node>)> = nodes
                             .iter()
                             .filter(|n| n.is_named())
                             .map(|n| (n.start_byte(), Some(*n)))
                             .collect();
-                        self.pack(start, end, &points, depth)
+                        let table = table.filter(|&(_, own)| start < own && own < end);
+                        if let Some((_, own)) = table {
+                            points.push((own, None));
+                            points.sort_by_key(|&(p, _)| p);
+                            points.dedup_by_key(|(p, _)| *p);
+                        }
+                        let mut ranges = self.pack(start, end, &points, depth);
+                        if let Some((d, own)) = table {
+                            self.apart_from_table(&mut ranges, d, own);
+                        }
+                        ranges
                     };
                     let first = self.out.len();
                     self.emit_parts(&ranges, kind, symbol.as_deref(), outer_scope, parent, None);
@@ -1249,9 +1278,7 @@ impl<'s> Walker<'s> {
         {
             let me = Scope { kind, name };
             let children = self.children(body, depth);
-            let mut inner = scope.to_vec();
-            inner.push(me.clone());
-            self.block(&children, start, end, &inner, parent, Some(&me), depth + 1);
+            self.block_in(&children, (start, end), scope, &me, parent, None, depth);
             return;
         }
         if end - start <= ceiling {
@@ -1313,12 +1340,11 @@ impl<'s> Walker<'s> {
                 // A container of fields alone (a long struct or enum) is cut into its parts;
                 // an outline of it would repeat them.
                 if !self.items(&children).iter().any(|i| i.def.is_some()) {
-                    let mut inner = scope.to_vec();
-                    inner.push(me.clone());
-                    self.block(&children, start, end, &inner, parent, Some(&me), depth + 1);
+                    self.block_in(&children, (start, end), scope, &me, parent, None, depth);
                     return;
                 }
-                let (skeleton, lines) = self.skeleton(start, body, &children);
+                let table = self.decorator_table(node, start);
+                let (skeleton, lines) = self.skeleton(start, body, &children, table);
                 let mut p = Piece::new(Kind::ClassSkeleton, start, end, String::new());
                 p.symbol = Some(name.clone());
                 p.scope = scope.to_vec();
@@ -1353,16 +1379,14 @@ impl<'s> Walker<'s> {
                     }
                     self.out.push(q);
                 }
-                let mut inner = scope.to_vec();
-                inner.push(me.clone());
-                self.block(
+                self.block_in(
                     &children,
-                    start,
-                    end,
-                    &inner,
+                    (start, end),
+                    scope,
+                    &me,
                     Some(skel_index),
-                    Some(&me),
-                    depth + 1,
+                    table,
+                    depth,
                 );
                 return;
             }
@@ -1387,10 +1411,8 @@ impl<'s> Walker<'s> {
                     kind,
                     name: name.clone(),
                 };
-                let mut inner = scope.to_vec();
-                inner.push(me.clone());
                 let first = self.out.len();
-                self.block(&children, start, end, &inner, parent, Some(&me), depth + 1);
+                self.block_in(&children, (start, end), scope, &me, parent, None, depth);
                 // Its own code around them is one definition cut in parts: numbered as such, so
                 // that a call resolves to its first part and a reader sees the pieces belong.
                 let own: Vec<usize> = (first..self.out.len())
@@ -1441,16 +1463,7 @@ impl<'s> Walker<'s> {
         // Overload stubs read with their implementation (Python's `@overload`, TypeScript's
         // signatures) are declarations: the implementation's own start is a cut point too, so
         // that, cut, its signature and docstring start a part rather than follow the stubs.
-        let mut outer = node;
-        while let Some(up) = outer.parent()
-            && up.start_byte() >= start
-            && up.end_byte() == node.end_byte()
-            && !self.spec.bodies.contains(&up.kind())
-            && !up.kind().ends_with("block")
-            && !up.kind().ends_with("body")
-        {
-            outer = up;
-        }
+        let outer = self.wrapper(node, start);
         let mut before = outer.prev_named_sibling();
         while let Some(p) = before.filter(|p| p.start_byte() >= start) {
             if self.overload_name(p).is_some() {
@@ -1463,25 +1476,15 @@ impl<'s> Walker<'s> {
         // `parametrize`) larger than the ceiling: then its own line is a cut point too, so that
         // the signature starts a part with its docstring and body instead of following the
         // table's tail. Decorators that fit stay with it.
-        let own = node.start_byte();
-        let table = self
-            .decorators_start(outer, node, start)
-            .filter(|&d| own - d > ceiling);
-        if table.is_some() {
-            points.push((own, Some(node)));
+        let table = self.decorator_table(node, start);
+        if let Some((_, own)) = table {
+            points.push((own, (own == node.start_byte()).then_some(node)));
         }
         points.sort_by_key(|&(p, _)| p);
         points.dedup_by_key(|(p, _)| *p);
         let mut ranges = self.pack(start, end, &points, depth);
-        // A short signature and body are not merged into the table's last part, however short.
-        if let Some(d) = table
-            && let Some(k) = ranges
-                .iter()
-                .position(|&(s, e)| s > d && s < own && own < e)
-        {
-            let (s, e) = ranges[k];
-            ranges[k] = crate::text::trim(self.src, s, own);
-            ranges.insert(k + 1, crate::text::trim(self.src, own, e));
+        if let Some((d, own)) = table {
+            self.apart_from_table(&mut ranges, d, own);
         }
         let first = self.out.len();
         self.emit_parts(
@@ -1535,32 +1538,91 @@ impl<'s> Walker<'s> {
         sig[..crate::text::floor_boundary(sig, 300)].to_owned()
     }
 
-    /// Where the decorators or attributes of the definition `node` begin: the first inside
-    /// its wrapper `outer` (what Python's `decorated_definition` holds before the definition),
-    /// else the first of those right before it, at or after `start` (Rust's `#[…]` items);
-    /// `None` when it has none.
-    fn decorators_start(&self, outer: Node, node: Node, start: usize) -> Option<usize> {
-        let is_attr = |n: &Node| self.spec.attributes.contains(&n.kind());
+    /// The decorators or attributes of the definition `node`, in order: those inside its
+    /// wrapper `outer` (what Python's `decorated_definition` holds before the definition),
+    /// else those right before it at or after `start` (Rust's `#[…]` items); and those that
+    /// open `node` itself (TypeScript's `@Component(…) class`, a decorated method).
+    fn decorators<'t>(&self, outer: Node<'t>, node: Node<'t>, start: usize) -> Vec<Node<'t>> {
+        let is_attr =
+            |n: &Node| self.spec.attributes.contains(&n.kind()) || n.kind() == "decorator";
         let mut c = outer.walk();
-        if outer != node
-            && let Some(d) = outer
-                .named_children(&mut c)
-                .take_while(|n| n.start_byte() < node.start_byte())
-                .find(|n| is_attr(n) || n.kind() == "decorator")
-        {
-            return Some(d.start_byte());
+        let mut out: Vec<Node> = Vec::new();
+        if outer != node {
+            out.extend(
+                outer
+                    .named_children(&mut c)
+                    .take_while(|n| n.start_byte() < node.start_byte())
+                    .filter(is_attr),
+            );
         }
-        let mut first = None;
-        let mut before = outer.prev_named_sibling();
-        while let Some(p) = before.filter(|p| p.start_byte() >= start) {
-            if is_attr(&p) {
-                first = Some(p.start_byte());
-            } else if !self.spec.comments.contains(&p.kind()) {
-                break;
+        if out.is_empty() {
+            let mut before = outer.prev_named_sibling();
+            while let Some(p) = before.filter(|p| p.start_byte() >= start) {
+                if is_attr(&p) {
+                    out.insert(0, p);
+                } else if !self.spec.comments.contains(&p.kind()) {
+                    break;
+                }
+                before = p.prev_named_sibling();
             }
-            before = p.prev_named_sibling();
         }
-        first
+        let mut c = node.walk();
+        out.extend(
+            node.named_children(&mut c)
+                .take_while(|n| is_attr(n) || self.spec.comments.contains(&n.kind()))
+                .filter(is_attr),
+        );
+        out
+    }
+
+    /// A table of data in the decorators of the definition `node` (pytest's `parametrize`,
+    /// an Angular component's inline template): where its decorators begin and where the
+    /// definition's own text does (its keyword), when the decorators alone are over the
+    /// ceiling. Decorators that fit are the definition's and read with it.
+    fn decorator_table(&self, node: Node, start: usize) -> Option<(usize, usize)> {
+        let outer = self.wrapper(node, start);
+        let decorators = self.decorators(outer, node, start);
+        let first = decorators.first()?.start_byte();
+        let last = decorators.last()?;
+        // The definition's own start: what follows its last decorator (a keyword, `export`,
+        // the definition itself), comments aside.
+        let own = last.parent().map_or(node.start_byte(), |host| {
+            let mut c = host.walk();
+            host.children(&mut c)
+                .find(|n| n.start_byte() >= last.end_byte() && !n.is_extra())
+                .map_or(node.start_byte(), |n| n.start_byte().min(node.start_byte()))
+        });
+        (own > first && own - first > self.opts.ceiling).then_some((first, own))
+    }
+
+    /// What wraps `node` and ends with it, from `start` on (Python's `decorated_definition`,
+    /// an `export` statement), up to the block it is in.
+    fn wrapper<'t>(&self, node: Node<'t>, start: usize) -> Node<'t> {
+        let mut outer = node;
+        while let Some(up) = outer.parent()
+            && up.start_byte() >= start
+            && up.end_byte() == node.end_byte()
+            && !self.spec.bodies.contains(&up.kind())
+            && !up.kind().ends_with("block")
+            && !up.kind().ends_with("body")
+        {
+            outer = up;
+        }
+        outer
+    }
+
+    /// Keeps a definition's own text (from `own`) out of the last part of its decorator
+    /// table (from `table`): a short signature and body, or class line, are not merged into
+    /// the table's tail, however short.
+    fn apart_from_table(&self, ranges: &mut Vec<(usize, usize)>, table: usize, own: usize) {
+        if let Some(k) = ranges
+            .iter()
+            .position(|&(s, e)| s > table && s < own && own < e)
+        {
+            let (s, e) = ranges[k];
+            ranges[k] = crate::text::trim(self.src, s, own);
+            ranges.insert(k + 1, crate::text::trim(self.src, own, e));
+        }
     }
 
     fn emit_parts(
@@ -1820,6 +1882,7 @@ impl<'s> Walker<'s> {
         start: usize,
         body: Node,
         children: &[Node],
+        table: Option<(usize, usize)>,
     ) -> (String, Vec<(usize, usize, usize, usize)>) {
         let items = self.items(children);
         // The header runs to the first member: opening braces stay with it.
@@ -1828,7 +1891,18 @@ impl<'s> Walker<'s> {
             .take_while(|i| i.def.is_none() && !i.node.is_named())
             .count();
         let first = items.get(lead).map_or(body.end_byte(), |i| i.start);
-        let mut out = self.src[start..first].trim_end().to_owned();
+        let mut out = match table.filter(|&(d, own)| start <= d && own <= first) {
+            // A table of decorators is outlined as its decorators' first lines (the
+            // container's own code has it whole).
+            Some((d, own)) => format!(
+                "{}{}\n{}",
+                &self.src[start..d],
+                outline_decorators(&self.src[d..own]),
+                self.src[own..first].trim_start()
+            ),
+            None => self.src[start..first].to_owned(),
+        };
+        out.truncate(out.trim_end().len());
         let mut lines = Vec::new();
         for item in &items[lead..] {
             let indent = line_indent(self.src, item.start);
@@ -1848,13 +1922,7 @@ impl<'s> Walker<'s> {
                     }
                     s
                 }
-                None => {
-                    let t = self.src[item.start..item.end].trim_end();
-                    match t.find('\n') {
-                        Some(i) if t.len() > 200 => format!("{} …", t[..i].trim_end()),
-                        _ => t.to_owned(),
-                    }
-                }
+                None => outlined(self.src[item.start..item.end].trim_end()),
             };
             out.push('\n');
             let at = out.len();
@@ -1865,9 +1933,9 @@ impl<'s> Walker<'s> {
         (out, lines)
     }
 
-    /// What stands above a member in a skeleton: its attributes and decorators whole, its
-    /// comments by their first line of words (the member's own chunk has them whole), each
-    /// on its own line.
+    /// What stands above a member in a skeleton: its attributes and decorators whole (by
+    /// their first line when over [`OUTLINE_BYTES`]: a table of data), its comments by their
+    /// first line of words (the member's own chunk has them whole), each on its own line.
     fn skeleton_lead(&self, item: &Item) -> String {
         let mut above = Vec::new();
         let mut n = item.node.prev_sibling();
@@ -1885,7 +1953,7 @@ impl<'s> Walker<'s> {
                 commented = true;
                 first_line(self.text(p))
             } else {
-                self.text(p).to_owned()
+                outlined(self.text(p))
             };
             out.push_str(text.trim_start());
             out.push('\n');
@@ -2320,6 +2388,42 @@ fn split_qualified(name: &str) -> Option<(&str, &str, &'static str)> {
         .flat_map(|s| s.split(['.', ':']))
         .all(|s| s.is_empty() || is_identifier(s));
     (!owner.is_empty() && owner_ok && is_identifier(symbol)).then_some((owner, symbol, sep))
+}
+
+/// A text longer than this is outlined in a skeleton by its first line.
+const OUTLINE_BYTES: usize = 200;
+
+/// `t` in a skeleton: whole, or by its first line and ` …` when it is over
+/// [`OUTLINE_BYTES`] on several lines (a long field, a decorator holding a table).
+fn outlined(t: &str) -> String {
+    match t.find('\n') {
+        Some(i) if t.len() > OUTLINE_BYTES => format!("{} …", t[..i].trim_end()),
+        _ => t.to_owned(),
+    }
+}
+
+/// Decorators or attributes outlined: each by its first line, with ` …` where more
+/// lines of it were left out (`@pytest.mark.parametrize( …`).
+fn outline_decorators(text: &str) -> String {
+    let indent = |l: &str| l.len() - l.trim_start().len();
+    let first = text.lines().next().map_or(0, indent);
+    let mut out: Vec<String> = Vec::new();
+    for line in text.lines() {
+        let t = line.trim_start();
+        // A decorator begins where the first did (a C# attribute is in brackets); what is
+        // indented further is its arguments.
+        if indent(line) <= first
+            && (t.starts_with('@') || t.starts_with("#[") || t.starts_with('['))
+        {
+            out.push(line.trim_end().to_owned());
+        } else if let Some(last) = out.last_mut()
+            && !t.is_empty()
+            && !last.ends_with(" …")
+        {
+            last.push_str(" …");
+        }
+    }
+    out.join("\n")
 }
 
 fn line_indent(src: &str, at: usize) -> String {

@@ -1364,6 +1364,88 @@ fn a_decorator_table_over_the_ceiling_leaves_the_signature_to_start_its_own_part
 }
 
 #[test]
+fn a_container_under_a_decorator_table_outlines_the_table_and_starts_a_part_at_its_own_line() {
+    let opts = Options::default();
+    // Each file, the container's own first line, the decorator's first line, and a row.
+    let py_rows: String = (0..60)
+        .map(|i| {
+            format!("        ({i}, \"value{i}\", \"expected result number {i} of the table\"),\n")
+        })
+        .collect();
+    let ts_rows: String = (0..60)
+        .map(|i| {
+            format!("      <li>item {i}: {{{{ items[{i}] }}}} and more text for its line</li>\n")
+        })
+        .collect();
+    let method_rows: String = (0..60)
+        .map(|i| format!("    [{i}, 'value {i}', 'expected result number {i} of the table'],\n"))
+        .collect();
+    let cases = [
+        (
+            "tests/test_table.py",
+            "python",
+            format!(
+                "import pytest\n\n\n@pytest.mark.slow\n@pytest.mark.parametrize(\n    \"a, b, c\",\n    [\n{py_rows}    ],\n)\nclass TestTable:\n    \"\"\"Checks the table.\"\"\"\n\n    def test_one(self, a, b, c):\n        assert b.startswith(\"value\")\n\n    def test_two(self, a, b, c):\n        assert a >= 0\n"
+            ),
+            "class TestTable:",
+            "@pytest.mark.parametrize( …",
+        ),
+        (
+            "src/list.component.ts",
+            "typescript",
+            format!(
+                "import {{ Component, Input }} from '@angular/core';\n\n@Component({{\n  selector: 'app-list',\n  template: `\n    <ul>\n{ts_rows}    </ul>\n  `,\n}})\nexport class ListComponent {{\n  @Input() items: string[] = [];\n\n  count(): number {{\n    return this.items.length;\n  }}\n}}\n"
+            ),
+            "export class ListComponent {",
+            "@Component({ …",
+        ),
+        (
+            "src/runner.ts",
+            "typescript",
+            format!(
+                "export class Runner {{\n  /** Runs the table. */\n  @Cases([\n{method_rows}  ])\n  run(a: number, b: string): string {{\n    return b + a;\n  }}\n\n  other(): number {{\n    return 1;\n  }}\n}}\n"
+            ),
+            "run(a: number, b: string): string {",
+            "@Cases([ …",
+        ),
+    ];
+    for (path, lang, src, own, outline) in &cases {
+        let c = chunk(path, Some(lang), src, Strategy::Ast, &opts);
+        invariants(src, &c, opts.ceiling).unwrap();
+        // The lines the chunks cite (a skeleton's and a table of contents' text is made).
+        let texts: Vec<&str> = c
+            .pieces
+            .iter()
+            .filter(|p| !matches!(p.kind, crate::Kind::ClassSkeleton | crate::Kind::Toc))
+            .map(|p| &src[p.start..p.end])
+            .collect();
+        // The definition's own line starts a part, and no part of the table holds it.
+        assert!(
+            texts.iter().any(|t| t.trim_start().starts_with(own)),
+            "{path}: {texts:#?}"
+        );
+        assert!(
+            !texts
+                .iter()
+                .any(|t| t.contains(own) && !t.trim_start().starts_with(own) && t.contains("59")),
+            "{path}: the table's tail holds the definition's line: {texts:#?}"
+        );
+        // The skeleton outlines the table by its first line: one part, no rows.
+        let skeletons: Vec<&crate::Piece> = c
+            .pieces
+            .iter()
+            .filter(|p| p.kind == crate::Kind::ClassSkeleton)
+            .collect();
+        assert_eq!(skeletons.len(), 1, "{path}: {skeletons:#?}");
+        assert!(
+            skeletons[0].text.contains(outline) && !skeletons[0].text.contains("number 30"),
+            "{path}: {}",
+            skeletons[0].text
+        );
+    }
+}
+
+#[test]
 fn a_split_rust_impl_names_members_by_their_type_and_leaves_no_brace_alone() {
     let src = "pub type Result<T> = std::result::Result<T, Error>;\n\npub struct Walker {\n    depth: usize,\n}\n\nimpl std::fmt::Display for Walker {\n    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {\n        write!(f, \"walker at depth {}\", self.depth)?;\n        write!(f, \" and more\")\n    }\n\n    /// Not a real method of Display, but long enough to split the impl.\n    fn describe(&self) -> String {\n        format!(\"a walker that is {} levels deep\", self.depth)\n    }\n}\n";
     let opts = Options {
