@@ -1106,6 +1106,30 @@ impl<'s> Walker<'s> {
                 nodes: tail_nodes,
             });
         }
+        // A table of decorators over the container is code of its own: the container's own
+        // line after it reads as any split container's opening does.
+        let table = table.filter(|&(_, own)| region_start < own && own < region_end);
+        if let Some((_, own)) = table
+            && let Some(Seg::Code { start, end, nodes }) = segs.first()
+            && *start < own
+            && own < *end
+        {
+            let (start, end, nodes) = (*start, *end, nodes.clone());
+            segs[0] = Seg::Code {
+                start: own,
+                end,
+                nodes,
+            };
+            segs.insert(
+                0,
+                Seg::Code {
+                    start,
+                    end: own,
+                    nodes: Vec::new(),
+                },
+            );
+        }
+        let own_line = table.map(|(_, own)| own);
         // Normalise code ranges to their non-blank text.
         let mut segs: Vec<Seg> = segs
             .into_iter()
@@ -1152,7 +1176,7 @@ impl<'s> Walker<'s> {
                 container.is_some_and(|c| matches!(c.kind, Kind::Function | Kind::Method));
             let opening = container.is_some()
                 && !function_scope
-                && i == 0
+                && (i == 0 || own_line == Some(start))
                 && !self.src[start..end].contains('\n')
                 && self.src[start..end].trim_end().ends_with('{');
             let head = opens_group || opening || is_block_head(&self.src[start..end]);
@@ -1208,24 +1232,13 @@ impl<'s> Walker<'s> {
                         vec![(start, end)]
                     } else {
                         // Cut before a statement or a field, never before the `,` or `;`
-                        // that ends the one before; and where the container's own text
-                        // begins after a table of decorators.
-                        let mut points: Vec<(usize, Option<Node>)> = nodes
+                        // that ends the one before.
+                        let points: Vec<(usize, Option<Node>)> = nodes
                             .iter()
                             .filter(|n| n.is_named())
                             .map(|n| (n.start_byte(), Some(*n)))
                             .collect();
-                        let table = table.filter(|&(_, own)| start < own && own < end);
-                        if let Some((_, own)) = table {
-                            points.push((own, None));
-                            points.sort_by_key(|&(p, _)| p);
-                            points.dedup_by_key(|(p, _)| *p);
-                        }
-                        let mut ranges = self.pack(start, end, &points, depth);
-                        if let Some((d, own)) = table {
-                            self.apart_from_table(&mut ranges, d, own);
-                        }
-                        ranges
+                        self.pack(start, end, &points, depth)
                     };
                     let first = self.out.len();
                     self.emit_parts(&ranges, kind, symbol.as_deref(), outer_scope, parent, None);
@@ -1339,12 +1352,13 @@ impl<'s> Walker<'s> {
                 let children = self.children(body, depth);
                 // A container of fields alone (a long struct or enum) is cut into its parts;
                 // an outline of it would repeat them.
+                let table = self.decorator_table(node, start);
                 if !self.items(&children).iter().any(|i| i.def.is_some()) {
-                    self.block_in(&children, (start, end), scope, &me, parent, None, depth);
+                    self.block_in(&children, (start, end), scope, &me, parent, table, depth);
                     return;
                 }
-                let table = self.decorator_table(node, start);
-                let (skeleton, lines) = self.skeleton(start, body, &children, table);
+                let head = table.map(|(d, own)| (d, own, self.outline_decorators(node, start)));
+                let (skeleton, lines) = self.skeleton(start, body, &children, head);
                 let mut p = Piece::new(Kind::ClassSkeleton, start, end, String::new());
                 p.symbol = Some(name.clone());
                 p.scope = scope.to_vec();
@@ -1543,8 +1557,7 @@ impl<'s> Walker<'s> {
     /// else those right before it at or after `start` (Rust's `#[…]` items); and those that
     /// open `node` itself (TypeScript's `@Component(…) class`, a decorated method).
     fn decorators<'t>(&self, outer: Node<'t>, node: Node<'t>, start: usize) -> Vec<Node<'t>> {
-        let is_attr =
-            |n: &Node| self.spec.attributes.contains(&n.kind()) || n.kind() == "decorator";
+        let is_attr = |n: &Node| self.is_decorator(n);
         let mut c = outer.walk();
         let mut out: Vec<Node> = Vec::new();
         if outer != node {
@@ -1575,6 +1588,25 @@ impl<'s> Walker<'s> {
         out
     }
 
+    fn is_decorator(&self, n: &Node) -> bool {
+        self.spec.attributes.contains(&n.kind()) || n.kind() == "decorator"
+    }
+
+    /// The decorators of the definition `node` outlined, one a line: each whole, or by its
+    /// first line when over [`OUTLINE_BYTES`] (`@pytest.mark.parametrize( …`).
+    fn outline_decorators(&self, node: Node, start: usize) -> String {
+        let decorators = self.decorators(self.wrapper(node, start), node, start);
+        let indent = decorators
+            .first()
+            .map(|d| line_indent(self.src, d.start_byte()))
+            .unwrap_or_default();
+        decorators
+            .iter()
+            .map(|d| outlined(self.text(*d)))
+            .collect::<Vec<_>>()
+            .join(&format!("\n{indent}"))
+    }
+
     /// A table of data in the decorators of the definition `node` (pytest's `parametrize`,
     /// an Angular component's inline template): where its decorators begin and where the
     /// definition's own text does (its keyword), when the decorators alone are over the
@@ -1590,7 +1622,7 @@ impl<'s> Walker<'s> {
             let mut c = host.walk();
             host.children(&mut c)
                 .find(|n| n.start_byte() >= last.end_byte() && !n.is_extra())
-                .map_or(node.start_byte(), |n| n.start_byte().min(node.start_byte()))
+                .map_or(node.start_byte(), |n| n.start_byte())
         });
         (own > first && own - first > self.opts.ceiling).then_some((first, own))
     }
@@ -1882,7 +1914,7 @@ impl<'s> Walker<'s> {
         start: usize,
         body: Node,
         children: &[Node],
-        table: Option<(usize, usize)>,
+        head: Option<(usize, usize, String)>,
     ) -> (String, Vec<(usize, usize, usize, usize)>) {
         let items = self.items(children);
         // The header runs to the first member: opening braces stay with it.
@@ -1891,13 +1923,12 @@ impl<'s> Walker<'s> {
             .take_while(|i| i.def.is_none() && !i.node.is_named())
             .count();
         let first = items.get(lead).map_or(body.end_byte(), |i| i.start);
-        let mut out = match table.filter(|&(d, own)| start <= d && own <= first) {
-            // A table of decorators is outlined as its decorators' first lines (the
-            // container's own code has it whole).
-            Some((d, own)) => format!(
-                "{}{}\n{}",
+        let mut out = match head.filter(|&(d, own, _)| start <= d && own <= first) {
+            // A table of decorators is outlined (the container's own code has it whole).
+            Some((d, own, outline)) => format!(
+                "{}{outline}\n{}{}",
                 &self.src[start..d],
-                outline_decorators(&self.src[d..own]),
+                line_indent(self.src, own),
                 self.src[own..first].trim_start()
             ),
             None => self.src[start..first].to_owned(),
@@ -1911,7 +1942,25 @@ impl<'s> Walker<'s> {
                     let body = self.body_of(node);
                     let sig_end = body.map_or(item.end, |b| b.start_byte());
                     let mut s = self.skeleton_lead(item);
-                    s.push_str(self.src[item.node.start_byte()..sig_end].trim_end());
+                    // Decorators its wrapper holds (Python's `decorated_definition`), outlined
+                    // as those above it are.
+                    let mut from = item.node.start_byte();
+                    if item.node != node {
+                        let indent = line_indent(self.src, node.start_byte());
+                        let mut c = item.node.walk();
+                        for d in item
+                            .node
+                            .named_children(&mut c)
+                            .take_while(|n| n.start_byte() < node.start_byte())
+                            .filter(|n| self.is_decorator(n))
+                        {
+                            s.push_str(&outlined(self.text(d)));
+                            s.push('\n');
+                            s.push_str(&indent);
+                            from = node.start_byte();
+                        }
+                    }
+                    s.push_str(self.src[from..sig_end].trim_end());
                     if let Some(doc) = body.and_then(|b| self.docstring(b)) {
                         s.push('\n');
                         s.push_str(&line_indent(self.src, doc.start_byte()));
@@ -2400,30 +2449,6 @@ fn outlined(t: &str) -> String {
         Some(i) if t.len() > OUTLINE_BYTES => format!("{} …", t[..i].trim_end()),
         _ => t.to_owned(),
     }
-}
-
-/// Decorators or attributes outlined: each by its first line, with ` …` where more
-/// lines of it were left out (`@pytest.mark.parametrize( …`).
-fn outline_decorators(text: &str) -> String {
-    let indent = |l: &str| l.len() - l.trim_start().len();
-    let first = text.lines().next().map_or(0, indent);
-    let mut out: Vec<String> = Vec::new();
-    for line in text.lines() {
-        let t = line.trim_start();
-        // A decorator begins where the first did (a C# attribute is in brackets); what is
-        // indented further is its arguments.
-        if indent(line) <= first
-            && (t.starts_with('@') || t.starts_with("#[") || t.starts_with('['))
-        {
-            out.push(line.trim_end().to_owned());
-        } else if let Some(last) = out.last_mut()
-            && !t.is_empty()
-            && !last.ends_with(" …")
-        {
-            last.push_str(" …");
-        }
-    }
-    out.join("\n")
 }
 
 fn line_indent(src: &str, at: usize) -> String {

@@ -1388,7 +1388,7 @@ fn a_container_under_a_decorator_table_outlines_the_table_and_starts_a_part_at_i
                 "import pytest\n\n\n@pytest.mark.slow\n@pytest.mark.parametrize(\n    \"a, b, c\",\n    [\n{py_rows}    ],\n)\nclass TestTable:\n    \"\"\"Checks the table.\"\"\"\n\n    def test_one(self, a, b, c):\n        assert b.startswith(\"value\")\n\n    def test_two(self, a, b, c):\n        assert a >= 0\n"
             ),
             "class TestTable:",
-            "@pytest.mark.parametrize( …",
+            vec!["@pytest.mark.slow\n@pytest.mark.parametrize( …"],
         ),
         (
             "src/list.component.ts",
@@ -1397,7 +1397,27 @@ fn a_container_under_a_decorator_table_outlines_the_table_and_starts_a_part_at_i
                 "import {{ Component, Input }} from '@angular/core';\n\n@Component({{\n  selector: 'app-list',\n  template: `\n    <ul>\n{ts_rows}    </ul>\n  `,\n}})\nexport class ListComponent {{\n  @Input() items: string[] = [];\n\n  count(): number {{\n    return this.items.length;\n  }}\n}}\n"
             ),
             "export class ListComponent {",
-            "@Component({ …",
+            vec!["@Component({ …"],
+        ),
+        // Decorators that open the class itself, with no `export` between.
+        (
+            "src/plain.component.ts",
+            "typescript",
+            format!(
+                "@Component({{\n  template: `\n{ts_rows}  `,\n}})\nclass PlainComponent {{\n  count(): number {{\n    return 1;\n  }}\n}}\n"
+            ),
+            "class PlainComponent {",
+            vec!["@Component({ …"],
+        ),
+        // A container of fields alone has no skeleton; its own line still starts a part.
+        (
+            "src/fields.component.ts",
+            "typescript",
+            format!(
+                "@Component({{\n  template: `\n{ts_rows}  `,\n}})\nexport class FieldsComponent {{\n  @Input() items: string[] = [];\n  @Input() title = '';\n}}\n"
+            ),
+            "export class FieldsComponent {",
+            vec![],
         ),
         (
             "src/runner.ts",
@@ -1406,10 +1426,20 @@ fn a_container_under_a_decorator_table_outlines_the_table_and_starts_a_part_at_i
                 "export class Runner {{\n  /** Runs the table. */\n  @Cases([\n{method_rows}  ])\n  run(a: number, b: string): string {{\n    return b + a;\n  }}\n\n  other(): number {{\n    return 1;\n  }}\n}}\n"
             ),
             "run(a: number, b: string): string {",
-            "@Cases([ …",
+            vec!["@Cases([ …"],
+        ),
+        // A member's table in a Python class: its wrapper's decorators are outlined too.
+        (
+            "tests/test_members.py",
+            "python",
+            format!(
+                "class TestThing:\n    \"\"\"Thing.\"\"\"\n\n    @pytest.mark.parametrize(\n        \"a, b, c\",\n        [\n{py_rows}        ],\n    )\n    def test_one(self, a, b, c):\n        assert b.startswith(\"value\")\n\n    def other(self):\n        return 1\n"
+            ),
+            "def test_one(self, a, b, c):",
+            vec!["    @pytest.mark.parametrize( …\n    def test_one(self, a, b, c): …"],
         ),
     ];
-    for (path, lang, src, own, outline) in &cases {
+    for (path, lang, src, own, outlines) in &cases {
         let c = chunk(path, Some(lang), src, Strategy::Ast, &opts);
         invariants(src, &c, opts.ceiling).unwrap();
         // The lines the chunks cite (a skeleton's and a table of contents' text is made).
@@ -1436,12 +1466,18 @@ fn a_container_under_a_decorator_table_outlines_the_table_and_starts_a_part_at_i
             .iter()
             .filter(|p| p.kind == crate::Kind::ClassSkeleton)
             .collect();
-        assert_eq!(skeletons.len(), 1, "{path}: {skeletons:#?}");
-        assert!(
-            skeletons[0].text.contains(outline) && !skeletons[0].text.contains("number 30"),
-            "{path}: {}",
-            skeletons[0].text
+        assert_eq!(
+            skeletons.len(),
+            usize::from(!outlines.is_empty()),
+            "{path}: {skeletons:#?}"
         );
+        for s in &skeletons {
+            assert!(
+                outlines.iter().all(|o| s.text.contains(o)) && !s.text.contains("number 30"),
+                "{path}: {}",
+                s.text
+            );
+        }
     }
 }
 
