@@ -1352,12 +1352,14 @@ impl<'s> Walker<'s> {
                 let children = self.children(body, depth);
                 // A container of fields alone (a long struct or enum) is cut into its parts;
                 // an outline of it would repeat them.
-                let table = self.decorator_table(node, start);
+                let decorated = self.decorator_table(node, start);
+                let table = decorated.as_ref().map(|t| (t.start, t.own));
                 if !self.items(&children).iter().any(|i| i.def.is_some()) {
                     self.block_in(&children, (start, end), scope, &me, parent, table, depth);
                     return;
                 }
-                let head = table.map(|(d, own)| (d, own, self.outline_decorators(node, start)));
+                let head =
+                    decorated.map(|t| (t.start, t.own, self.outline_decorators(&t.decorators)));
                 let (skeleton, lines) = self.skeleton(start, body, &children, head);
                 let mut p = Piece::new(Kind::ClassSkeleton, start, end, String::new());
                 p.symbol = Some(name.clone());
@@ -1490,7 +1492,7 @@ impl<'s> Walker<'s> {
         // `parametrize`) larger than the ceiling: then its own line is a cut point too, so that
         // the signature starts a part with its docstring and body instead of following the
         // table's tail. Decorators that fit stay with it.
-        let table = self.decorator_table(node, start);
+        let table = self.decorator_table(node, start).map(|t| (t.start, t.own));
         if let Some((_, own)) = table {
             points.push((own, (own == node.start_byte()).then_some(node)));
         }
@@ -1558,16 +1560,7 @@ impl<'s> Walker<'s> {
     /// open `node` itself (TypeScript's `@Component(…) class`, a decorated method).
     fn decorators<'t>(&self, outer: Node<'t>, node: Node<'t>, start: usize) -> Vec<Node<'t>> {
         let is_attr = |n: &Node| self.is_decorator(n);
-        let mut c = outer.walk();
-        let mut out: Vec<Node> = Vec::new();
-        if outer != node {
-            out.extend(
-                outer
-                    .named_children(&mut c)
-                    .take_while(|n| n.start_byte() < node.start_byte())
-                    .filter(is_attr),
-            );
-        }
+        let mut out = self.wrapped_decorators(outer, node);
         if out.is_empty() {
             let mut before = outer.prev_named_sibling();
             while let Some(p) = before.filter(|p| p.start_byte() >= start) {
@@ -1588,14 +1581,27 @@ impl<'s> Walker<'s> {
         out
     }
 
+    /// The decorators or attributes the wrapper `outer` holds before the definition `node`
+    /// (Python's `decorated_definition`); none when `outer` is `node`.
+    fn wrapped_decorators<'t>(&self, outer: Node<'t>, node: Node<'t>) -> Vec<Node<'t>> {
+        if outer == node {
+            return Vec::new();
+        }
+        let mut c = outer.walk();
+        outer
+            .named_children(&mut c)
+            .take_while(|n| n.start_byte() < node.start_byte())
+            .filter(|n| self.is_decorator(n))
+            .collect()
+    }
+
     fn is_decorator(&self, n: &Node) -> bool {
         self.spec.attributes.contains(&n.kind()) || n.kind() == "decorator"
     }
 
-    /// The decorators of the definition `node` outlined, one a line: each whole, or by its
-    /// first line when over [`OUTLINE_BYTES`] (`@pytest.mark.parametrize( …`).
-    fn outline_decorators(&self, node: Node, start: usize) -> String {
-        let decorators = self.decorators(self.wrapper(node, start), node, start);
+    /// Decorators outlined, one a line: each whole, or by its first line when over
+    /// [`OUTLINE_BYTES`] (`@pytest.mark.parametrize( …`).
+    fn outline_decorators(&self, decorators: &[Node]) -> String {
         let indent = decorators
             .first()
             .map(|d| line_indent(self.src, d.start_byte()))
@@ -1611,7 +1617,7 @@ impl<'s> Walker<'s> {
     /// an Angular component's inline template): where its decorators begin and where the
     /// definition's own text does (its keyword), when the decorators alone are over the
     /// ceiling. Decorators that fit are the definition's and read with it.
-    fn decorator_table(&self, node: Node, start: usize) -> Option<(usize, usize)> {
+    fn decorator_table<'t>(&self, node: Node<'t>, start: usize) -> Option<DecoratorTable<'t>> {
         let outer = self.wrapper(node, start);
         let decorators = self.decorators(outer, node, start);
         let first = decorators.first()?.start_byte();
@@ -1624,7 +1630,11 @@ impl<'s> Walker<'s> {
                 .find(|n| n.start_byte() >= last.end_byte() && !n.is_extra())
                 .map_or(node.start_byte(), |n| n.start_byte())
         });
-        (own > first && own - first > self.opts.ceiling).then_some((first, own))
+        (own > first && own - first > self.opts.ceiling).then_some(DecoratorTable {
+            start: first,
+            own,
+            decorators,
+        })
     }
 
     /// What wraps `node` and ends with it, from `start` on (Python's `decorated_definition`,
@@ -1945,20 +1955,12 @@ impl<'s> Walker<'s> {
                     // Decorators its wrapper holds (Python's `decorated_definition`), outlined
                     // as those above it are.
                     let mut from = item.node.start_byte();
-                    if item.node != node {
-                        let indent = line_indent(self.src, node.start_byte());
-                        let mut c = item.node.walk();
-                        for d in item
-                            .node
-                            .named_children(&mut c)
-                            .take_while(|n| n.start_byte() < node.start_byte())
-                            .filter(|n| self.is_decorator(n))
-                        {
-                            s.push_str(&outlined(self.text(d)));
-                            s.push('\n');
-                            s.push_str(&indent);
-                            from = node.start_byte();
-                        }
+                    let wrapped = self.wrapped_decorators(item.node, node);
+                    if !wrapped.is_empty() {
+                        s.push_str(&self.outline_decorators(&wrapped));
+                        s.push('\n');
+                        s.push_str(&line_indent(self.src, node.start_byte()));
+                        from = node.start_byte();
                     }
                     s.push_str(self.src[from..sig_end].trim_end());
                     if let Some(doc) = body.and_then(|b| self.docstring(b)) {
@@ -2437,6 +2439,15 @@ fn split_qualified(name: &str) -> Option<(&str, &str, &'static str)> {
         .flat_map(|s| s.split(['.', ':']))
         .all(|s| s.is_empty() || is_identifier(s));
     (!owner.is_empty() && owner_ok && is_identifier(symbol)).then_some((owner, symbol, sep))
+}
+
+/// Decorators over the ceiling above a definition ([`Walker::decorator_table`]).
+struct DecoratorTable<'t> {
+    /// Where the first decorator begins.
+    start: usize,
+    /// Where the definition's own text begins after them.
+    own: usize,
+    decorators: Vec<Node<'t>>,
 }
 
 /// A text longer than this is outlined in a skeleton by its first line.
