@@ -522,6 +522,9 @@ impl<'s> Walker<'s> {
         {
             return Some((node, Kind::Function));
         }
+        if go_func_var(node).is_some() {
+            return Some((node, Kind::Function));
+        }
         None
     }
 
@@ -815,6 +818,9 @@ impl<'s> Walker<'s> {
             && let Some((target, _)) = py_assignment(node)
         {
             return (None, self.text(target).to_owned(), kind);
+        }
+        if let Some((name, _)) = go_func_var(node) {
+            return (None, self.text(name).to_owned(), kind);
         }
         // What `export default` makes without a name (a function, a class) is known by the
         // file's name, as it is imported.
@@ -1284,8 +1290,15 @@ impl<'s> Walker<'s> {
         }
         let ceiling = self.opts.ceiling;
         let body = self.body_of(node);
-        // Namespaces and modules are scopes, not units: their members are the chunks.
+        // Namespaces and modules are scopes, not units: their members are the chunks. An object
+        // literal of functions that fits under the ceiling (`const api = { get(id) {…}, remove:
+        // (id) => … }`) is one unit, as a class of that size is, listing its members: cut, it
+        // was a crumb per member.
+        let small_object = kind == Kind::Module
+            && end - start <= ceiling
+            && body.is_some_and(|b| b.kind() == "object");
         if matches!(kind, Kind::Namespace | Kind::Module)
+            && !small_object
             && let Some(body) = body
             && depth < self.opts.max_depth
         {
@@ -1847,6 +1860,9 @@ impl<'s> Walker<'s> {
                 return f.child_by_field_name("body");
             }
         }
+        if let Some((_, f)) = go_func_var(node) {
+            return f.child_by_field_name("body");
+        }
         if let Some(b) = node.child_by_field_name("body") {
             return Some(b);
         }
@@ -2149,6 +2165,35 @@ fn go_type_spec(node: Node) -> Option<Node> {
             };
             Some(*spec)
         }
+        _ => None,
+    }
+}
+
+/// Go: the name and function of `var defaultLogFormatter = func(param LogFormatterParams)
+/// string {…}`, a declaration of one variable whose value is a function literal: a function
+/// defined as a value, found by its name as `func defaultLogFormatter(…)` would be.
+fn go_func_var(node: Node) -> Option<(Node, Node)> {
+    if node.kind() != "var_declaration" {
+        return None;
+    }
+    let mut c = node.walk();
+    let specs: Vec<Node> = node
+        .named_children(&mut c)
+        .filter(|n| n.kind() == "var_spec")
+        .collect();
+    let [spec] = specs.as_slice() else {
+        return None;
+    };
+    let mut c = spec.walk();
+    let names: Vec<Node> = spec.children_by_field_name("name", &mut c).collect();
+    let [name] = names.as_slice() else {
+        return None;
+    };
+    let value = spec.child_by_field_name("value")?;
+    let mut c = value.walk();
+    let values: Vec<Node> = value.named_children(&mut c).collect();
+    match values.as_slice() {
+        [f] if f.kind() == "func_literal" => Some((*name, *f)),
         _ => None,
     }
 }

@@ -546,29 +546,41 @@ fn rust_items_inside_an_item_macro_are_definitions() {
 
 #[test]
 fn members_of_an_object_assigned_to_module_exports_are_methods_of_it() {
+    // An object of functions that fits under the ceiling is one chunk listing its members,
+    // as a class of that size is.
     let (outline, recs) = fixture_case(
         "context.js",
         "lib/context.js",
         "javascript",
-        &[
-            ("method", "proto.inspect"),
-            ("method", "proto.toJSON"),
-            ("method", "proto.throw"),
-            ("method", "proto.cookies"),
-            ("method", "proto.cookies"),
-        ],
+        &[("module", "proto")],
     );
     insta::assert_snapshot!(outline);
-    assert!(
-        by_symbol(&recs, "inspect")
-            .text
-            .contains("util.inspect() implementation")
+    let proto = by_symbol(&recs, "proto");
+    assert_eq!(
+        proto.members,
+        [
+            "proto.inspect",
+            "proto.toJSON",
+            "proto.throw",
+            "proto.cookies",
+            "proto.cookies"
+        ]
     );
+    assert!(proto.text.contains("util.inspect() implementation"));
     let small = "module.exports = {\n  get(key) { return this.map[key]; },\n  size: 3,\n};\n";
     assert_eq!(
         definitions("javascript", small),
-        pairs(&[("method", "module.exports.get")])
+        pairs(&[("module", "module.exports")])
     );
+    // Over the ceiling, the object is a scope: each member is a chunk of its own.
+    let methods: String = (0..40)
+        .map(|i| format!("  /** Step {i}. */\n  step{i}(x) {{\n    return x + {i};\n  }},\n"))
+        .collect();
+    let big = format!("const proto = module.exports = {{\n{methods}  name: 'context',\n}};\n");
+    let defs = definitions("javascript", &big);
+    assert_eq!(defs.len(), 40, "{defs:?}");
+    assert!(defs.iter().all(|(k, _)| k == "method"), "{defs:?}");
+    assert_eq!(defs[7].1, "proto.step7");
     // An object without functions is module code, as is any other assignment.
     let data = "module.exports = { a: 1, b: [2] };\nexports.x = 1;\n";
     assert_eq!(definitions("javascript", data), []);
@@ -631,7 +643,7 @@ fn typescript_assignments_are_definitions_too() {
             pairs(&[
                 ("method", "res.status"),
                 ("method", "Foo.bar"),
-                ("method", "api.get"),
+                ("module", "api"),
             ]),
             "{lang}"
         );
@@ -666,6 +678,25 @@ fn go_methods_keep_their_receiver() {
     let hook = by_symbol(&recs, "Hook");
     assert!(hook.text.starts_with("// Hook runs after a write.\n"));
     assert!(!hook.text.contains("Option"));
+}
+
+#[test]
+fn a_go_function_assigned_to_a_package_variable_is_a_function() {
+    let src = "package gin\n\n// defaultLogFormatter is the default log format function Logger middleware uses.\nvar defaultLogFormatter = func(param LogFormatterParams) string {\n\treturn param.Path\n}\n\nvar (\n\tone = func() {}\n\ttwo = 2\n)\n\nvar a, b = func() {}, func() {}\n";
+    let recs = records("logger.go", "go", src);
+    let f = by_symbol(&recs, "defaultLogFormatter");
+    assert_eq!(f.kind, crate::Kind::Function);
+    assert!(
+        f.text.starts_with("// defaultLogFormatter is the default"),
+        "{}",
+        f.text
+    );
+    assert_eq!((f.start_line, f.end_line), (3, 6));
+    // A group, or one declaration of several names, is module code naming its variables.
+    assert_eq!(
+        definitions("go", src),
+        pairs(&[("function", "defaultLogFormatter")])
+    );
 }
 
 #[test]

@@ -56,7 +56,7 @@ pub use lang::Kind;
 /// fetcher then sends every indexed file again (`RunOptions::chunker_version` of
 /// trawl-fetcher), so that an upgrade reaches files that did not change. It is not part of
 /// the content hash: a chunk whose header and text stay the same keeps its vector.
-pub const CHUNKER_VERSION: &str = "24";
+pub const CHUNKER_VERSION: &str = "25";
 
 /// The version of what the embedder is given for a chunk (its header and text, and how they
 /// are joined); part of every content hash. Bump it only when that changes: every chunk of
