@@ -463,6 +463,11 @@ impl<'s> Walker<'s> {
             {
                 return Some((node, Kind::Function));
             }
+            // `export default { getAdapter: (adapters) => {…} }`: the module's object of
+            // functions, known by the file's name as it is imported (`adapters.getAdapter`).
+            if self.js_default_object(node).is_some() {
+                return Some((node, Kind::Module));
+            }
             let inner = node
                 .child_by_field_name("definition")
                 .or_else(|| node.child_by_field_name("declaration"))
@@ -514,6 +519,9 @@ impl<'s> Walker<'s> {
             }
             if self.js_call_definition(node).is_some() {
                 return Some((node, Kind::Function));
+            }
+            if self.js_mixin(node).is_some() {
+                return Some((node, Kind::Module));
             }
         }
         if spec.lambdas
@@ -706,12 +714,21 @@ impl<'s> Walker<'s> {
             .collect()
     }
 
-    /// JavaScript: a property defined by a call at statement level, `f(owner, 'name', value)`
-    /// where the value is a function or a descriptor with function members —
-    /// `defineGetter(req, 'query', function query() {…})`, `Object.defineProperty(
-    /// Foo.prototype, 'size', { get() {…} })`: the property's path (`req.query`) and the value.
-    /// A call of any other shape (`app.get('/', handler)`, `it('works', () => {…})`) is code.
-    fn js_call_definition<'t>(&self, node: Node<'t>) -> Option<(String, Node<'t>)> {
+    /// JavaScript: the object of `export default { … }` when it has function members, in a
+    /// file whose name can name it.
+    fn js_default_object<'t>(&self, node: Node<'t>) -> Option<Node<'t>> {
+        let value = node.child_by_field_name("value")?;
+        (self.spec.arrow_functions
+            && node.kind() == "export_statement"
+            && !self.stem.is_empty()
+            && value.kind() == "object"
+            && has_function_member(value))
+        .then_some(value)
+    }
+
+    /// A call that is a whole statement (`f(a, b);`): the function called and its arguments,
+    /// comments aside.
+    fn statement_call<'t>(&self, node: Node<'t>) -> Option<(Node<'t>, Vec<Node<'t>>)> {
         if node.kind() != "expression_statement" {
             return None;
         }
@@ -721,10 +738,38 @@ impl<'s> Walker<'s> {
         }
         let args = call.child_by_field_name("arguments")?;
         let mut c = args.walk();
-        let args: Vec<Node> = args
+        let args = args
             .named_children(&mut c)
             .filter(|n| !self.spec.comments.contains(&n.kind()))
             .collect();
+        Some((call.child_by_field_name("function")?, args))
+    }
+
+    /// JavaScript: functions mixed into an owner at statement level, `Object.assign(
+    /// Foo.prototype, { bar() {…} })`: the owner's text and the object, which has function
+    /// members.
+    fn js_mixin<'t>(&self, node: Node<'t>) -> Option<(&'s str, Node<'t>)> {
+        let (function, args) = self.statement_call(node)?;
+        if self.text(function) != "Object.assign" {
+            return None;
+        }
+        let [owner, object] = args.as_slice() else {
+            return None;
+        };
+        (matches!(owner.kind(), "identifier" | "member_expression")
+            && object.kind() == "object"
+            && has_function_member(*object)
+            && js_path(self.text(*owner)).is_some())
+        .then(|| (self.text(*owner), *object))
+    }
+
+    /// JavaScript: a property defined by a call at statement level, `f(owner, 'name', value)`
+    /// where the value is a function or a descriptor with function members —
+    /// `defineGetter(req, 'query', function query() {…})`, `Object.defineProperty(
+    /// Foo.prototype, 'size', { get() {…} })`: the property's path (`req.query`) and the value.
+    /// A call of any other shape (`app.get('/', handler)`, `it('works', () => {…})`) is code.
+    fn js_call_definition<'t>(&self, node: Node<'t>) -> Option<(String, Node<'t>)> {
+        let (_, args) = self.statement_call(node)?;
         let [owner, key, value] = args.as_slice() else {
             return None;
         };
@@ -798,6 +843,11 @@ impl<'s> Walker<'s> {
         {
             let own = value.child_by_field_name("name").map(|n| self.text(n));
             return js_naming(self.text(target), own, kind, &self.stem);
+        }
+        if self.spec.arrow_functions
+            && let Some((owner, _)) = self.js_mixin(node)
+        {
+            return js_naming(owner, None, kind, &self.stem);
         }
         if self.spec.arrow_functions
             && let Some((path, value)) = self.js_call_definition(node)
@@ -1862,6 +1912,13 @@ impl<'s> Walker<'s> {
         }
         if let Some((_, f)) = go_func_var(node) {
             return f.child_by_field_name("body");
+        }
+        if self.spec.arrow_functions
+            && let Some(object) = self
+                .js_default_object(node)
+                .or_else(|| self.js_mixin(node).map(|m| m.1))
+        {
+            return Some(object);
         }
         if let Some(b) = node.child_by_field_name("body") {
             return Some(b);

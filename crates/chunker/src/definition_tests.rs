@@ -681,6 +681,30 @@ fn go_methods_keep_their_receiver() {
 }
 
 #[test]
+fn an_object_of_functions_exported_by_default_or_mixed_in_is_a_module_of_them() {
+    // axios's lib/adapters/adapters.js: imported as `adapters`, called as
+    // `adapters.getAdapter(…)`.
+    let src = "const known = {};\n\nexport default {\n  getAdapter: (adapters) => {\n    return known[adapters];\n  },\n  adapters: known\n}\n";
+    let recs = records("lib/adapters/adapters.js", "javascript", src);
+    let m = by_qualified(&recs, "adapters");
+    assert_eq!(m.kind, crate::Kind::Module);
+    assert_eq!(m.members, ["adapters.getAdapter"]);
+    assert_eq!((m.start_line, m.end_line), (3, 8));
+    let mixin = "function Foo() {}\n\nObject.assign(Foo.prototype, {\n  /** Bar it. */\n  bar(x) { return x; },\n  size: 3,\n});\n";
+    let recs = records("foo.js", "javascript", mixin);
+    let m = recs
+        .iter()
+        .find(|r| r.kind == crate::Kind::Module)
+        .expect("the mixed-in object");
+    assert_eq!(m.qualified_name.as_deref(), Some("Foo"));
+    assert_eq!(m.members, ["Foo.bar"]);
+    assert!(m.text.starts_with("Object.assign(Foo.prototype, {"));
+    // An object of data, exported or mixed in, is module code.
+    let data = "export default { a: 1 };\nObject.assign(target, { b: 2 });\nObject.assign(a, b, { c() {} });\n";
+    assert_eq!(definitions("javascript", data), []);
+}
+
+#[test]
 fn a_go_function_assigned_to_a_package_variable_is_a_function() {
     let src = "package gin\n\n// defaultLogFormatter is the default log format function Logger middleware uses.\nvar defaultLogFormatter = func(param LogFormatterParams) string {\n\treturn param.Path\n}\n\nvar (\n\tone = func() {}\n\ttwo = 2\n)\n\nvar a, b = func() {}, func() {}\n";
     let recs = records("logger.go", "go", src);
