@@ -930,12 +930,24 @@ impl<'s> Walker<'s> {
         }
         let children = self.children(body, depth);
         for item in self.items(&children) {
-            let Some((node, kind)) = item.def else {
-                continue;
-            };
             if out.len() >= MAX_MEMBERS {
                 return;
             }
+            let Some((node, kind)) = item.def else {
+                // A TypeScript interface's method signatures (`get(id: string): Item;`), as
+                // Java's, C#'s and Go's interfaces list theirs.
+                if container == Kind::Interface
+                    && item.node.kind() == "method_signature"
+                    && let Some(name) = item.node.child_by_field_name("name")
+                {
+                    out.push(Member {
+                        kind: Kind::Method,
+                        qualified_name: format!("{prefix}.{}", self.text(name)),
+                        start: item.node.start_byte(),
+                    });
+                }
+                continue;
+            };
             let (owner, name, kind) = self.naming(node, kind);
             let kind = member_kind(kind, container);
             let mut q = prefix.to_owned();

@@ -834,9 +834,19 @@ fn members_of_small_classes_are_addressable_in_every_language() {
             &["Walker.run"],
         ),
         (
+            "typescript",
+            "export interface Walker {\n  /** Runs. */\n  run(): void;\n  steps: number;\n}\n",
+            &["Walker.run"],
+        ),
+        (
             "java",
             "class Walker {\n  void run() {}\n  Walker() {}\n}\n",
             &["Walker.run", "Walker.Walker"],
+        ),
+        (
+            "java",
+            "interface Walker {\n  void run();\n}\n",
+            &["Walker.run"],
         ),
         (
             "cpp",
