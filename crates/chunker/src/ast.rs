@@ -1407,8 +1407,12 @@ impl<'s> Walker<'s> {
                     .take(MAX_MEMBERS)
                     .collect();
             }
-            if self.spec.arrow_functions && p.members.is_empty() {
-                p.members = self.alias_members(node, kind, scope, p.owner.as_deref(), &name);
+            // Its other names (`exports.Base = exports.Store = class Store {…}`) come first, then
+            // what it holds.
+            if self.spec.arrow_functions {
+                let mut names = self.alias_members(node, kind, scope, p.owner.as_deref(), &name);
+                names.append(&mut p.members);
+                p.members = names;
             }
             p.symbol = Some(name);
             self.out.push(p);

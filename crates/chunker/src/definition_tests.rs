@@ -1066,6 +1066,16 @@ fn a_scope_function_that_opens_with_a_definition_cites_its_signature_as_its_firs
     assert_eq!(parent.symbol.as_deref(), Some("Hub"));
 }
 
+/// The members of the piece named `q`.
+fn names_of(c: &crate::Chunked, q: &str) -> Vec<String> {
+    let p = c
+        .pieces
+        .iter()
+        .find(|p| p.qualified_name().as_deref() == Some(q))
+        .unwrap_or_else(|| panic!("no {q}: {:#?}", c.pieces));
+    p.members.iter().map(|m| m.qualified_name.clone()).collect()
+}
+
 #[test]
 fn each_name_a_chain_of_assignments_gives_a_function_finds_it() {
     let src = "/**\n * Return request header.\n */\n\nreq.get =\nreq.header = function header(name) {\n  return this.headers[name.toLowerCase()];\n};\n\nres.contentType =\nres.type = function contentType(type) {\n  return this.set('Content-Type', type);\n};\n\nmodule.exports = exports = function createApplication() {\n  return {};\n};\n\nvar mount = exports.mount = function mount(path) {\n  return path;\n};\n";
@@ -1096,16 +1106,14 @@ fn each_name_a_chain_of_assignments_gives_a_function_finds_it() {
     // A class is named by its own name; every target of the chain finds it.
     let src = "a.B = a.C = class Foo {\n  static x = 1;\n};\nvar x = (y.z = function w() {\n  return 1;\n});\n";
     let c = chunk("lib/a.js", Some("javascript"), src, Strategy::Ast, &opts);
-    let of = |q: &str| -> Vec<String> {
-        let p = c
-            .pieces
-            .iter()
-            .find(|p| p.qualified_name().as_deref() == Some(q))
-            .unwrap_or_else(|| panic!("no {q}: {:#?}", c.pieces));
-        p.members.iter().map(|m| m.qualified_name.clone()).collect()
-    };
+    let of = |q: &str| names_of(&c, q);
     assert_eq!(of("a.Foo"), ["a.B", "a.C"]);
     assert_eq!(of("x"), ["y.z"]);
+    // A class or an object that lists its methods is found by its other names too, first.
+    let src = "exports.Store = exports.Base = class Store {\n  get(id) { return id; }\n};\nconst api = module.exports.api = {\n  put(x) { return x; },\n};\n";
+    let c = chunk("lib/s.js", Some("javascript"), src, Strategy::Ast, &opts);
+    assert_eq!(names_of(&c, "Store"), ["Base", "Store.get"]);
+    assert_eq!(names_of(&c, "api"), ["module.exports.api", "api.put"]);
     // `exports` is no other name of what the module exports; `exports.mount` is.
     assert!(aliases(named("createApplication")).is_empty());
     assert_eq!(aliases(named("mount")), ["exports.mount"]);
