@@ -1651,13 +1651,47 @@ impl<'s> Walker<'s> {
                 before = p.prev_named_sibling();
             }
         }
-        let mut c = node.walk();
-        out.extend(
-            node.named_children(&mut c)
-                .take_while(|n| is_attr(n) || self.spec.comments.contains(&n.kind()))
-                .filter(is_attr),
-        );
+        out.extend(self.opening_decorators(node));
         out
+    }
+
+    /// The decorators or attributes that open `node` itself: TypeScript's `@Component(…)
+    /// class`, C#'s `[Theory]` lists, and Java's annotations, which its grammar holds in the
+    /// definition's `modifiers`.
+    fn opening_decorators<'t>(&self, node: Node<'t>) -> Vec<Node<'t>> {
+        let lead = |n: Node<'t>| {
+            let mut c = n.walk();
+            n.named_children(&mut c)
+                .take_while(|n| self.is_decorator(n) || self.spec.comments.contains(&n.kind()))
+                .filter(|n| self.is_decorator(n))
+                .collect::<Vec<_>>()
+        };
+        match node.named_child(0) {
+            Some(m) if m.kind() == "modifiers" => lead(m),
+            _ => lead(node),
+        }
+    }
+
+    /// Where the definition `node` starts after its last decorator `last`: the first token
+    /// after it (a keyword, `export`, a type, the definition itself), comments aside, looked
+    /// for in what holds the decorator and then up to the definition (Java's annotations end
+    /// its `modifiers`, and its type follows them).
+    fn own_start(node: Node, last: Node) -> usize {
+        let mut host = last.parent();
+        while let Some(h) = host {
+            let mut c = h.walk();
+            if let Some(n) = h
+                .children(&mut c)
+                .find(|n| n.start_byte() >= last.end_byte() && !n.is_extra())
+            {
+                return n.start_byte();
+            }
+            if h.start_byte() <= node.start_byte() && h.end_byte() >= node.end_byte() {
+                break;
+            }
+            host = h.parent();
+        }
+        node.start_byte()
     }
 
     /// The decorators or attributes the wrapper `outer` holds before the definition `node`
@@ -1680,16 +1714,40 @@ impl<'s> Walker<'s> {
 
     /// Decorators outlined, one a line: each whole, or by its first line when over
     /// [`OUTLINE_BYTES`] (`@pytest.mark.parametrize( …`).
+    ///
+    /// Decorators that are together over the ceiling, each small (C#'s `[InlineData(…)]` a
+    /// line for each case), are a table too: a run of three or more of one name is outlined
+    /// by its first, with how many follow.
     fn outline_decorators(&self, decorators: &[Node]) -> String {
         let indent = decorators
             .first()
             .map(|d| line_indent(self.src, d.start_byte()))
             .unwrap_or_default();
-        decorators
-            .iter()
-            .map(|d| outlined(self.text(*d)))
-            .collect::<Vec<_>>()
-            .join(&format!("\n{indent}"))
+        let table = match (decorators.first(), decorators.last()) {
+            (Some(f), Some(l)) => l.end_byte() - f.start_byte() > self.opts.ceiling,
+            _ => false,
+        };
+        let name = |d: &Node| {
+            let t = self.text(*d);
+            t[..t.find(['(', ' ', '\n']).unwrap_or(t.len())].to_owned()
+        };
+        let mut lines = Vec::new();
+        let mut i = 0;
+        while i < decorators.len() {
+            let run = decorators[i..]
+                .iter()
+                .take_while(|d| name(d) == name(&decorators[i]))
+                .count();
+            let mut line = outlined(self.text(decorators[i]));
+            if table && run >= 3 {
+                line.push_str(&format!(" … ({} more)", run - 1));
+                i += run;
+            } else {
+                i += 1;
+            }
+            lines.push(line);
+        }
+        lines.join(&format!("\n{indent}"))
     }
 
     /// A table of data in the decorators of the definition `node` (pytest's `parametrize`,
@@ -1701,14 +1759,7 @@ impl<'s> Walker<'s> {
         let decorators = self.decorators(outer, node, start);
         let first = decorators.first()?.start_byte();
         let last = decorators.last()?;
-        // The definition's own start: what follows its last decorator (a keyword, `export`,
-        // the definition itself), comments aside.
-        let own = last.parent().map_or(node.start_byte(), |host| {
-            let mut c = host.walk();
-            host.children(&mut c)
-                .find(|n| n.start_byte() >= last.end_byte() && !n.is_extra())
-                .map_or(node.start_byte(), |n| n.start_byte())
-        });
+        let own = Self::own_start(node, *last);
         (own > first && own - first > self.opts.ceiling).then_some(DecoratorTable {
             start: first,
             own,
@@ -2045,11 +2096,22 @@ impl<'s> Walker<'s> {
                     // as those above it are.
                     let mut from = item.node.start_byte();
                     let wrapped = self.wrapped_decorators(item.node, node);
+                    // Those that open it (Java's annotations, C#'s attributes), when one is
+                    // a table to outline.
+                    let opening = self.opening_decorators(node);
                     if !wrapped.is_empty() {
                         s.push_str(&self.outline_decorators(&wrapped));
                         s.push('\n');
                         s.push_str(&line_indent(self.src, node.start_byte()));
                         from = node.start_byte();
+                    } else if let (Some(first), Some(last)) = (opening.first(), opening.last())
+                        && (opening.iter().any(|d| d.byte_range().len() > OUTLINE_BYTES)
+                            || last.end_byte() - first.start_byte() > self.opts.ceiling)
+                    {
+                        s.push_str(&self.outline_decorators(&opening));
+                        s.push('\n');
+                        s.push_str(&line_indent(self.src, node.start_byte()));
+                        from = Self::own_start(node, *last);
                     }
                     s.push_str(self.src[from..sig_end].trim_end());
                     if let Some(doc) = body.and_then(|b| self.docstring(b)) {

@@ -1437,6 +1437,82 @@ fn a_decorator_table_over_the_ceiling_leaves_the_signature_to_start_its_own_part
 }
 
 #[test]
+fn java_and_csharp_test_tables_in_annotations_are_outlined_and_leave_the_signature_its_own_part() {
+    // JUnit's `@CsvSource` table, in the method's `modifiers`, and xUnit's `[InlineData]`, an
+    // attribute list a case: pytest's `parametrize` in other languages.
+    let java_rows: String = (0..80)
+        .map(|i| format!("        \"case{i}, {i}, expected value number {i}\",\n"))
+        .collect();
+    let java = format!(
+        "package x;\n\nclass CalcTest {{\n    @ParameterizedTest\n    @CsvSource({{\n{java_rows}    }})\n    void adds(String name, int n, String expected) {{\n        assertEquals(expected, calc(name, n));\n    }}\n\n    @Test\n    void other() {{\n        assertTrue(true);\n    }}\n}}\n"
+    );
+    let cs_rows: String = (0..80)
+        .map(|i| format!("    [InlineData(\"case{i}\", {i}, \"expected value number {i}\")]\n"))
+        .collect();
+    let cs = format!(
+        "public class CalcTest {{\n    [Theory]\n{cs_rows}    public void Adds(string name, int n, string expected) {{\n        Assert.Equal(expected, Calc(name, n));\n    }}\n\n    [Fact]\n    public void Other() {{\n        Assert.True(true);\n    }}\n}}\n"
+    );
+    let cases = [
+        (
+            "java",
+            java.as_str(),
+            "adds",
+            "void adds(String name",
+            "@CsvSource({ …",
+            "@Test\n    void other()",
+        ),
+        (
+            "csharp",
+            cs.as_str(),
+            "Adds",
+            "public void Adds(string name",
+            "[InlineData(\"case0\", 0, \"expected value number 0\")] … (79 more)",
+            "[Fact]\n    public void Other()",
+        ),
+    ];
+    let opts = Options::default();
+    for (lang, src, method, signature, outline, small) in cases {
+        let c = chunk("CalcTest", Some(lang), src, Strategy::Ast, &opts);
+        invariants(src, &c, opts.ceiling).unwrap();
+        let parts: Vec<&str> = c
+            .pieces
+            .iter()
+            .filter(|p| p.symbol.as_deref() == Some(method))
+            .map(|p| &src[p.start..p.end])
+            .collect();
+        let last = parts.last().unwrap();
+        assert!(
+            last.starts_with(signature) && last.trim_end().ends_with('}'),
+            "{lang}: the signature starts the part of the body: {parts:#?}"
+        );
+        assert!(
+            parts[..parts.len() - 1]
+                .iter()
+                .all(|p| !p.contains(signature)),
+            "{lang}: no part of the table holds the signature: {parts:#?}"
+        );
+        let skeletons: Vec<&str> = c
+            .pieces
+            .iter()
+            .filter(|p| p.kind == crate::Kind::ClassSkeleton)
+            .map(|p| p.text.as_str())
+            .collect();
+        assert_eq!(skeletons.len(), 1, "{lang}: {skeletons:#?}");
+        assert!(
+            skeletons[0].contains(outline) && skeletons[0].contains(signature),
+            "{lang}: {}",
+            skeletons[0]
+        );
+        assert!(
+            c.pieces
+                .iter()
+                .any(|p| src[p.start..p.end].starts_with(small)),
+            "{lang}: a small annotation stays with its method"
+        );
+    }
+}
+
+#[test]
 fn a_container_under_a_decorator_table_outlines_the_table_and_starts_a_part_at_its_own_line() {
     let opts = Options::default();
     // Each file, the container's own first line, the decorator's first line, and a row.

@@ -232,6 +232,8 @@ pub static SPECS: &[Spec] = &[
         ],
         bodies: &["class_body", "interface_body", "enum_body"],
         comments: C_LIKE_COMMENTS,
+        // Held in a definition's `modifiers`.
+        attributes: &["marker_annotation", "annotation"],
         imports: &["import_declaration"],
         calls: &[
             ("method_invocation", "name"),
@@ -315,6 +317,7 @@ pub static SPECS: &[Spec] = &[
             ("local_function_statement", Kind::Function),
         ],
         bodies: &["declaration_list", "enum_member_declaration_list"],
+        attributes: &["attribute_list"],
         imports: &["using_directive"],
         calls: &[
             ("invocation_expression", "function"),
