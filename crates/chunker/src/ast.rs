@@ -301,6 +301,10 @@ fn is_block_head(code: &str) -> bool {
                 .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == ':');
     }
     let line = code.split(" #").next().unwrap_or(code).trim_end();
+    // Ruby's `class << self`, whose methods are read as the class's own.
+    if line.split_whitespace().eq(["class", "<<", "self"]) {
+        return true;
+    }
     let word = line
         .split(|c: char| !c.is_ascii_alphabetic())
         .next()
@@ -368,11 +372,38 @@ impl<'s> Walker<'s> {
         for c in node.children(&mut cursor) {
             if self.spec.transparent.contains(&c.kind()) && depth < self.opts.max_depth {
                 out.extend(self.children(c, depth + 1));
+            } else if let Some(body) = self.class_methods_block(c)
+                && depth < self.opts.max_depth
+            {
+                // Ruby's `class << self … end`: its methods are the class's own (`Store.shared`),
+                // read as if written with `def self.shared`; its opening and `end` are code.
+                let mut inner = c.walk();
+                for part in c.children(&mut inner) {
+                    if part == body {
+                        out.extend(self.children(body, depth + 1));
+                    } else {
+                        out.push(part);
+                    }
+                }
             } else {
                 out.extend(self.children_of_one(c, depth));
             }
         }
         out
+    }
+
+    /// Ruby: the body of `class << self … end`, the block of a class's own methods.
+    fn class_methods_block<'t>(&self, node: Node<'t>) -> Option<Node<'t>> {
+        if node.kind() != "singleton_class"
+            || node
+                .child_by_field_name("value")
+                .is_none_or(|v| self.text(v) != "self")
+        {
+            return None;
+        }
+        let mut c = node.walk();
+        node.named_children(&mut c)
+            .find(|n| self.spec.bodies.contains(&n.kind()))
     }
 
     /// `node` as [`Walker::children`] lists it: itself, or what replaces it.
@@ -453,6 +484,11 @@ impl<'s> Walker<'s> {
 
     fn as_def<'t>(&self, node: Node<'t>) -> Option<(Node<'t>, Kind)> {
         let spec = self.spec;
+        // A keyword is no definition, though a grammar may name its node kind alike (Ruby's
+        // `class` token of `class << self`).
+        if !node.is_named() {
+            return None;
+        }
         if spec.wrappers.contains(&node.kind()) {
             // `export default function (config) {…}`, `export default (config) => {…}`,
             // `export default isSupported && function (config) {…}`: the module's function,

@@ -705,6 +705,34 @@ fn an_object_of_functions_exported_by_default_or_mixed_in_is_a_module_of_them() 
 }
 
 #[test]
+fn ruby_methods_in_class_self_are_the_class_own() {
+    // `class << self … end` holds the class's own methods, as `def self.open` does.
+    let small = "class Store\n  class << self\n    # The shared store.\n    def shared\n      @shared ||= new\n    end\n\n    def open(path)\n      new(path)\n    end\n  end\n\n  def get(id)\n    @items[id]\n  end\nend\n";
+    let recs = records("store.rb", "ruby", small);
+    assert_eq!(
+        by_symbol(&recs, "Store").members,
+        ["Store.shared", "Store.open", "Store.get"]
+    );
+    // In a module, which is cut into its members, the block's opening reads with its first
+    // method and its `end` with its last.
+    let module = "module Store\n  def self.open(path)\n    new(path)\n  end\n\n  class << self\n    def shared\n      @shared ||= new\n    end\n  end\nend\n";
+    assert_eq!(
+        definitions("ruby", module),
+        pairs(&[("method", "Store.open"), ("method", "Store.shared")])
+    );
+    let recs = records("store.rb", "ruby", module);
+    let shared = by_qualified(&recs, "Store.shared");
+    assert!(
+        shared.text.starts_with("class << self\n    def shared"),
+        "{}",
+        shared.text
+    );
+    // Another object's singleton class is a definition of its own, as before.
+    let other = "class << obj\n  def hi\n    1\n  end\nend\n";
+    assert_eq!(definitions("ruby", other).len(), 1);
+}
+
+#[test]
 fn a_go_function_assigned_to_a_package_variable_is_a_function() {
     let src = "package gin\n\n// defaultLogFormatter is the default log format function Logger middleware uses.\nvar defaultLogFormatter = func(param LogFormatterParams) string {\n\treturn param.Path\n}\n\nvar (\n\tone = func() {}\n\ttwo = 2\n)\n\nvar a, b = func() {}, func() {}\n";
     let recs = records("logger.go", "go", src);
