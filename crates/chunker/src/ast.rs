@@ -402,8 +402,14 @@ impl<'s> Walker<'s> {
             return None;
         }
         let mut c = node.walk();
-        node.named_children(&mut c)
-            .find(|n| self.spec.bodies.contains(&n.kind()))
+        let body = node
+            .named_children(&mut c)
+            .find(|n| self.spec.bodies.contains(&n.kind()))?;
+        let mut c = body.walk();
+        let has_methods = body
+            .named_children(&mut c)
+            .any(|n| self.as_def(n).is_some());
+        has_methods.then_some(body)
     }
 
     /// `node` as [`Walker::children`] lists it: itself, or what replaces it.
@@ -1665,7 +1671,13 @@ impl<'s> Walker<'s> {
     /// What a definition's parts carry as its signature: its text up to its body, at most
     /// 300 bytes.
     fn signature(&self, node: Node, body: Node) -> String {
-        let sig = self.src[node.start_byte()..body.start_byte()].trim();
+        // Past the decorators that open it (Java's annotations, C#'s attributes), as Python's
+        // wrapper leaves them out.
+        let from = self
+            .opening_decorators(node)
+            .last()
+            .map_or(node.start_byte(), |last| Self::own_start(node, *last));
+        let sig = self.src[from.min(body.start_byte())..body.start_byte()].trim();
         sig[..crate::text::floor_boundary(sig, 300)].to_owned()
     }
 
@@ -1751,18 +1763,14 @@ impl<'s> Walker<'s> {
     /// Decorators outlined, one a line: each whole, or by its first line when over
     /// [`OUTLINE_BYTES`] (`@pytest.mark.parametrize( …`).
     ///
-    /// Decorators that are together over the ceiling, each small (C#'s `[InlineData(…)]` a
-    /// line for each case), are a table too: a run of three or more of one name is outlined
-    /// by its first, with how many follow.
+    /// A run of three or more small decorators of one name that is over the ceiling (C#'s
+    /// `[InlineData(…)]`, a line for each case) is a table too: it is outlined by its first,
+    /// with how many follow.
     fn outline_decorators(&self, decorators: &[Node]) -> String {
         let indent = decorators
             .first()
             .map(|d| line_indent(self.src, d.start_byte()))
             .unwrap_or_default();
-        let table = match (decorators.first(), decorators.last()) {
-            (Some(f), Some(l)) => l.end_byte() - f.start_byte() > self.opts.ceiling,
-            _ => false,
-        };
         let name = |d: &Node| {
             let t = self.text(*d);
             t[..t.find(['(', ' ', '\n']).unwrap_or(t.len())].to_owned()
@@ -1774,8 +1782,12 @@ impl<'s> Walker<'s> {
                 .iter()
                 .take_while(|d| name(d) == name(&decorators[i]))
                 .count();
+            let rows = &decorators[i..i + run];
             let mut line = outlined(self.text(decorators[i]));
-            if table && run >= 3 {
+            if run >= 3
+                && rows.iter().all(|d| d.byte_range().len() <= OUTLINE_BYTES)
+                && rows[run - 1].end_byte() - rows[0].start_byte() > self.opts.ceiling
+            {
                 line.push_str(&format!(" … ({} more)", run - 1));
                 i += run;
             } else {
@@ -2109,7 +2121,9 @@ impl<'s> Walker<'s> {
             .take_while(|i| i.def.is_none() && !i.node.is_named())
             .count();
         let first = items.get(lead).map_or(body.end_byte(), |i| i.start);
-        let mut out = match head.filter(|&(d, own, _)| start <= d && own <= first) {
+        let outlined_head = head.filter(|&(d, own, _)| start <= d && own <= first);
+        let plain_head = outlined_head.is_none();
+        let mut out = match outlined_head {
             // A table of decorators is outlined (the container's own code has it whole).
             Some((d, own, outline)) => format!(
                 "{}{outline}\n{}{}",
@@ -2120,8 +2134,28 @@ impl<'s> Walker<'s> {
             None => self.src[start..first].to_owned(),
         };
         out.truncate(out.trim_end().len());
-        let mut lines = Vec::new();
+        // Where the source of the last line written ends, while that line is the source's
+        // own text: code on the same line after it joins it (Ruby's `class << self`, three
+        // tokens).
+        let mut written = plain_head.then_some(start + out.len());
+        let mut lines: Vec<(usize, usize, usize, usize)> = Vec::new();
         for item in &items[lead..] {
+            let one_line = !self.src[item.start..item.end].contains('\n');
+            if item.def.is_none()
+                && one_line
+                && let Some(e) = written
+                && e <= item.start
+                && !self.src[e..item.start].contains('\n')
+            {
+                out.push_str(self.src[e..item.end].trim_end());
+                if let Some(l) = lines.last_mut() {
+                    l.1 = out.len();
+                    l.3 = item.end;
+                }
+                written = Some(item.end);
+                continue;
+            }
+            written = (item.def.is_none() && one_line).then_some(item.end);
             let indent = line_indent(self.src, item.start);
             let text = match item.def {
                 Some((node, _)) => {
@@ -2144,6 +2178,8 @@ impl<'s> Walker<'s> {
                         && (opening.iter().any(|d| d.byte_range().len() > OUTLINE_BYTES)
                             || last.end_byte() - first.start_byte() > self.opts.ceiling)
                     {
+                        // Keywords before them stay (`public @ParameterizedTest …`).
+                        s.push_str(&self.src[from..first.start_byte().max(from)]);
                         s.push_str(&self.outline_decorators(&opening));
                         s.push('\n');
                         s.push_str(&line_indent(self.src, node.start_byte()));

@@ -727,9 +727,31 @@ fn ruby_methods_in_class_self_are_the_class_own() {
         "{}",
         shared.text
     );
-    // Another object's singleton class is a definition of its own, as before.
+    // Another object's singleton class is a definition of its own, as before, and so is a
+    // `class << self` of no methods.
     let other = "class << obj\n  def hi\n    1\n  end\nend\n";
     assert_eq!(definitions("ruby", other).len(), 1);
+    // A class over the ceiling outlines the block on its own line, its methods under it.
+    let methods: String = (0..60)
+        .map(|i| format!("    def cls{i}(a, b)\n      a + b + {i}\n    end\n"))
+        .collect();
+    let big = format!(
+        "class Store\n  class << self\n{methods}  end\n\n  def get(id)\n    @items[id]\n  end\nend\n"
+    );
+    let recs = records("store.rb", "ruby", &big);
+    let skeleton = recs
+        .iter()
+        .find(|r| r.kind == crate::Kind::ClassSkeleton)
+        .expect("a skeleton");
+    assert!(
+        skeleton.text.starts_with("class Store\n  class << self\n"),
+        "{}",
+        skeleton.text
+    );
+    assert!(
+        recs.iter()
+            .any(|r| r.qualified_name.as_deref() == Some("Store.cls7"))
+    );
 }
 
 #[test]
@@ -1537,7 +1559,57 @@ fn java_and_csharp_test_tables_in_annotations_are_outlined_and_leave_the_signatu
                 .any(|p| src[p.start..p.end].starts_with(small)),
             "{lang}: a small annotation stays with its method"
         );
+        // Every part names the method's own signature, not its first annotation.
+        for p in c
+            .pieces
+            .iter()
+            .filter(|p| p.symbol.as_deref() == Some(method))
+        {
+            let sig = p.signature.as_deref().unwrap_or_default();
+            assert!(sig.starts_with(signature), "{lang}: {sig:?}");
+        }
     }
+    // A keyword before the table stays in the outline.
+    let java = java.replace(
+        "    @ParameterizedTest\n",
+        "    public @ParameterizedTest\n",
+    );
+    let skeleton = skeleton_of("CalcTest", "java", &java);
+    assert!(
+        skeleton.contains("public @ParameterizedTest\n    @CsvSource({ …\n    void adds("),
+        "{skeleton}"
+    );
+    // Small decorators of one name are each outlined, beside a table or not: only a run over
+    // the ceiling is one.
+    let rows: String = (0..70)
+        .map(|i| format!("        (\"case{i}\", {i}, {}),\n", i * 7))
+        .collect();
+    let py = format!(
+        "class TestCalc:\n    @pytest.mark.parametrize(\"name,inp,expected\", [\n{rows}    ])\n    @pytest.mark.parametrize(\"mode\", [\"fast\", \"slow\"])\n    @pytest.mark.parametrize(\"backend\", [\"sqlite\", \"pg\"])\n    @mock.patch(\"app.db.connect\")\n    @mock.patch(\"app.cache.get\")\n    @mock.patch(\"app.clock.now\")\n    def test_table(self, now, get, connect, backend, mode, name, inp, expected):\n        assert calc(inp) == expected\n\n    def test_other(self):\n        assert True\n"
+    );
+    let skeleton = skeleton_of("tests/test_calc.py", "python", &py);
+    for line in [
+        "@pytest.mark.parametrize(\"name,inp,expected\", [ …\n",
+        "@pytest.mark.parametrize(\"mode\", [\"fast\", \"slow\"])\n",
+        "@pytest.mark.parametrize(\"backend\", [\"sqlite\", \"pg\"])\n",
+        "@mock.patch(\"app.cache.get\")\n",
+        "@mock.patch(\"app.clock.now\")\n",
+    ] {
+        assert!(skeleton.contains(line), "{line}: {skeleton}");
+    }
+    assert!(!skeleton.contains("more)"), "{skeleton}");
+}
+
+/// The text of the first skeleton of `src`, chunked with the default options.
+fn skeleton_of(path: &str, lang: &str, src: &str) -> String {
+    let opts = Options::default();
+    let c = chunk(path, Some(lang), src, Strategy::Ast, &opts);
+    invariants(src, &c, opts.ceiling).unwrap();
+    c.pieces
+        .iter()
+        .find(|p| p.kind == crate::Kind::ClassSkeleton)
+        .map(|p| p.text.clone())
+        .expect("a skeleton")
 }
 
 #[test]
