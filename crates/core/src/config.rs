@@ -112,6 +112,10 @@ pub struct QueryConfig {
     /// A thin wrapper among the first candidates (a function of a few lines that calls a
     /// definition of its own name) has that definition raised just above it in the fused order.
     pub delegates: bool,
+    /// A question (in words, opening with a question word or ending with `?`) whose first
+    /// answer is a container (a class, a type, an `impl`) has the first answer after it that is
+    /// not one placed first, the container second.
+    pub acts_first: bool,
     /// A query for a name or a key (not a question in words, not a pasted message) whose
     /// first `doc_place` results hold no documentation section has the best section among its
     /// first 50 candidates placed `doc_place`-th (0 = off).
@@ -222,6 +226,7 @@ impl Default for QueryConfig {
             module_prior: 1.0,
             narrow: true,
             delegates: true,
+            acts_first: true,
             doc_place: 3,
             prose_lend: 0.1,
             history_lend: 1.0,

@@ -136,6 +136,7 @@ pub fn ablations() -> Vec<Ablation> {
             p.narrow = false;
         }),
         ("delegates", |p| p.delegates = false),
+        ("functions first", |p| p.acts_first = false),
         ("doc place", |p| p.doc_place = 0),
         ("usage questions", |p| p.usage_docs_prior = p.docs_prior),
         ("repository names", |p| p.named_repo_prior = 1.0),

@@ -122,6 +122,23 @@ const ERROR_OPENINGS: [&str; 12] = [
 ];
 
 /// The intent of a query.
+/// Whether a query is a question: it opens with a question word (`how`, `why`, `does`) or
+/// ends with a question mark.
+pub fn is_question(query: &str) -> bool {
+    let t = query.trim();
+    let words: Vec<&str> = t.split_whitespace().collect();
+    opens_with_question_word(&words) || t.ends_with('?')
+}
+
+fn opens_with_question_word(words: &[&str]) -> bool {
+    words.first().is_some_and(|w| {
+        let first = w
+            .trim_matches(|c: char| !c.is_alphanumeric())
+            .to_lowercase();
+        QUESTION_WORDS.contains(&first.as_str())
+    })
+}
+
 pub fn classify(query: &str) -> Intent {
     let t = query.trim();
     let words: Vec<&str> = t.split_whitespace().collect();
@@ -139,10 +156,7 @@ pub fn classify(query: &str) -> Intent {
         }
     }
     let lower = t.to_lowercase();
-    let first = words[0]
-        .trim_matches(|c: char| !c.is_alphanumeric())
-        .to_lowercase();
-    let asks = QUESTION_WORDS.contains(&first.as_str());
+    let asks = opens_with_question_word(&words);
     let question = asks || t.ends_with('?');
     // `errorKey: 'error'`, `maxRate: [100 * 1024]`, `timeout: 5000`: a setting written as
     // in a configuration file, with its value.
@@ -1258,6 +1272,36 @@ pub fn give_docs_a_place<'a>(
     }
 }
 
+/// A question (asked in words, [`is_question`]) asks how, why or where code does something,
+/// which a function or a method answers; a container (a class with its docstring, a type, an `impl`, a skeleton)
+/// declares what exists. When the first of `ranked[from..]` is a container, the first
+/// candidate after it that is not one takes its place, and the container comes second; the
+/// scores stay with the places, so they still fall down the list.
+pub fn acts_first<'a>(
+    ranked: &mut [(u32, u32, f64)],
+    from: usize,
+    doc: impl Fn(u32, u32) -> &'a DocRow,
+) {
+    // A module or namespace chunk (an object of functions, one chunk) holds its functions'
+    // code: it acts.
+    let container = |c: &(u32, u32, f64)| {
+        let k = doc(c.0, c.1).kind;
+        (k.is_container() && !matches!(k, ChunkKind::Module | ChunkKind::Namespace))
+            || matches!(k, ChunkKind::ClassSkeleton | ChunkKind::Type)
+    };
+    if !ranked.get(from).is_some_and(container) {
+        return;
+    }
+    let Some(at) = ranked[from..].iter().position(|c| !container(c)) else {
+        return;
+    };
+    let scores: Vec<f64> = ranked[from..=from + at].iter().map(|c| c.2).collect();
+    ranked[from..=from + at].rotate_right(1);
+    for (c, s) in ranked[from..=from + at].iter_mut().zip(scores) {
+        c.2 = s;
+    }
+}
+
 /// A wide chunk (a file's table of contents, a class skeleton) gives its place to the best
 /// narrower candidate of the same file inside its lines, when there is one, and leaves the
 /// results: a citation points at the lines that answer, and the skeleton is that result's
@@ -1740,6 +1784,57 @@ mod tests {
         let mut r = ranked();
         give_docs_a_place(&mut r, 3, 0.8, doc, overlaps);
         assert_eq!(order(&r), [0, 1, 2, 4, 3, 5]);
+    }
+
+    #[test]
+    fn a_question_is_answered_first_by_code_that_acts_not_by_a_container() {
+        use trawl_core::kind::ChunkKind;
+        use trawl_index::testing::function_doc;
+        let doc = |symbol: &str, kind: ChunkKind| {
+            let mut d = function_doc("github.com/a/b", "core.py", symbol, "pass", (1, 9));
+            d.kind = kind;
+            d
+        };
+        let docs = [
+            doc("Group", ChunkKind::Class),
+            doc("RetryOptions", ChunkKind::Type),
+            doc("Group.invoke", ChunkKind::Method),
+            doc("Group.main", ChunkKind::Method),
+            doc("Group", ChunkKind::ClassSkeleton),
+            doc("adapters", ChunkKind::Module),
+        ];
+        let at = |_: u32, o: u32| &docs[o as usize];
+        let ords = |r: &[(u32, u32, f64)]| r.iter().map(|c| c.1).collect::<Vec<_>>();
+        // Two containers first: the first function goes before them, the scores stay with the
+        // places.
+        let mut ranked = vec![(0, 0, 0.9), (0, 1, 0.8), (0, 2, 0.7), (0, 3, 0.6)];
+        acts_first(&mut ranked, 0, at);
+        assert_eq!(ords(&ranked), [2, 0, 1, 3]);
+        assert_eq!(
+            ranked.iter().map(|c| c.2).collect::<Vec<_>>(),
+            [0.9, 0.8, 0.7, 0.6]
+        );
+        // A function already first, or nothing but containers: unchanged.
+        let mut ranked = vec![(0, 3, 0.9), (0, 0, 0.8), (0, 2, 0.7)];
+        acts_first(&mut ranked, 0, at);
+        assert_eq!(ords(&ranked), [3, 0, 2]);
+        let mut ranked = vec![(0, 0, 0.9), (0, 4, 0.8)];
+        acts_first(&mut ranked, 0, at);
+        assert_eq!(ords(&ranked), [0, 4]);
+        // A module of functions acts.
+        let mut ranked = vec![(0, 5, 0.9), (0, 2, 0.8)];
+        acts_first(&mut ranked, 0, at);
+        assert_eq!(ords(&ranked), [5, 2]);
+        // What stands before `from` (a definition the query named) keeps its place.
+        let mut ranked = vec![(0, 0, 1.9), (0, 1, 0.8), (0, 2, 0.7)];
+        acts_first(&mut ranked, 1, at);
+        assert_eq!(ords(&ranked), [0, 2, 1]);
+        // Only a question is one: a phrase is not.
+        assert!(is_question("how does a group run several subcommands?"));
+        assert!(is_question("Why does the pager strip colors"));
+        assert!(!is_question(
+            "regex feature disabled, filter falls back to substring match"
+        ));
     }
 
     #[test]

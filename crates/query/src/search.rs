@@ -639,6 +639,18 @@ fn ranked_at(
             candidates[fixed + slot] = (s, o, scores[slot]);
         }
     }
+    // A question is answered first by code that does what it asks.
+    if params.acts_first
+        && effective == Mode::Hybrid
+        && intent == Intent::Natural
+        && rank::is_question(&req.query)
+    {
+        let fixed = candidates
+            .iter()
+            .take_while(|c| c.2 >= EXACT_SYMBOL)
+            .count();
+        rank::acts_first(&mut candidates, fixed, |s, o| doc((s, o)));
+    }
     // A name or a key shows its documentation among its first answers.
     if effective == Mode::Hybrid && matches!(intent, Intent::Identifier | Intent::Config) {
         rank::give_docs_a_place(

@@ -440,6 +440,60 @@ async fn a_pasted_error_finds_the_format_string_that_produced_it_before_the_test
 }
 
 #[tokio::test]
+async fn a_question_is_answered_first_by_the_method_that_does_it_not_its_class() {
+    let class = doc_at(
+        "src/click/core.py",
+        "class",
+        "Group",
+        "class Group(Command):\n    \"\"\"A group invokes its subcommands. In chain mode every subcommand is\n    invoked in a chain, one after another.\"\"\"",
+        (10, 13),
+    );
+    // The question's vector is nearest the class's, as its words are: both arms put the
+    // class first.
+    let Some(VectorData::F32(near)) = class.vector.clone() else {
+        unreachable!("doc_at gives every doc a vector")
+    };
+    let (g, _cache) = generation_of(vec![
+        class,
+        doc_at(
+            "src/click/core.py",
+            "method",
+            "Group.invoke",
+            "def invoke(self, ctx):\n    rv = []\n    for name in ctx.protected_args:\n        rv.append(self.get_command(ctx, name).invoke(ctx))  # chain\n    return rv",
+            (40, 45),
+        ),
+    ])
+    .await;
+    let first = |query: &str, params: &QueryConfig| {
+        let req = SearchRequest::new(query);
+        let filter = Filter::new(&req, Access::all()).unwrap();
+        let v = VectorData::F32(near.clone());
+        let ranked = search::candidates(&g, &req, 5, filter, Some(&v), params).unwrap();
+        let d = &g.segments[ranked.candidates[0].0 as usize].docs[ranked.candidates[0].1 as usize];
+        d.symbol.clone().unwrap_or_default()
+    };
+    let question = "how does a group invoke its subcommands in a chain?";
+    assert_eq!(first(question, &QueryConfig::default()), "Group.invoke");
+    let off = QueryConfig {
+        acts_first: false,
+        ..QueryConfig::default()
+    };
+    assert_eq!(
+        first(question, &off),
+        "Group",
+        "on its words and vector alone"
+    );
+    // The same words as a phrase, not a question, keep their order.
+    assert_eq!(
+        first(
+            "group invokes subcommands in chain mode",
+            &QueryConfig::default()
+        ),
+        "Group"
+    );
+}
+
+#[tokio::test]
 async fn the_repositorys_own_code_ranks_before_its_vendored_or_bundled_copy() {
     let code = "function retryDelay(attempt) {\n  return Math.min(1000 * 2 ** attempt, 30000);\n}";
     // The copies' file names match the query too: on words alone they come first.
