@@ -572,7 +572,7 @@ impl<'s> Walker<'s> {
         {
             return Some((node, Kind::Function));
         }
-        if go_func_var(node).is_some() {
+        if go_func_var(node).is_some() || lua_function_value(node).is_some() {
             return Some((node, Kind::Function));
         }
         None
@@ -913,6 +913,14 @@ impl<'s> Walker<'s> {
         }
         if let Some((name, _)) = go_func_var(node) {
             return (None, self.text(name).to_owned(), kind);
+        }
+        // Lua: `M.sub = function(a, b) … end` is named as `function M.sub(a, b)` is.
+        if let Some((target, _)) = lua_function_value(node) {
+            let name = self.text(target);
+            return match split_qualified(name) {
+                Some((owner, symbol, _)) => (Some(owner.to_owned()), symbol.to_owned(), kind),
+                None => (None, name.to_owned(), kind),
+            };
         }
         // What `export default` makes without a name (a function, a class) is known by the
         // file's name, as it is imported.
@@ -2025,7 +2033,7 @@ impl<'s> Walker<'s> {
                 return f.child_by_field_name("body");
             }
         }
-        if let Some((_, f)) = go_func_var(node) {
+        if let Some((_, f)) = go_func_var(node).or_else(|| lua_function_value(node)) {
             return f.child_by_field_name("body");
         }
         if self.spec.arrow_functions
@@ -2403,6 +2411,39 @@ fn go_func_var(node: Node) -> Option<(Node, Node)> {
         [f] if f.kind() == "func_literal" => Some((*name, *f)),
         _ => None,
     }
+}
+
+/// Lua: the target and function of `M.sub = function(a, b) … end` or `local sub =
+/// function(a) … end`, an assignment of one function to one name.
+fn lua_function_value(node: Node) -> Option<(Node, Node)> {
+    let assignment = match node.kind() {
+        "assignment_statement" => node,
+        "variable_declaration" => {
+            let mut c = node.walk();
+            node.named_children(&mut c)
+                .find(|n| n.kind() == "assignment_statement")?
+        }
+        _ => return None,
+    };
+    let one = |kind: &str| {
+        let list = {
+            let mut c = assignment.walk();
+            assignment
+                .named_children(&mut c)
+                .find(|n| n.kind() == kind)?
+        };
+        let mut c = list.walk();
+        let items: Vec<Node> = list.named_children(&mut c).collect();
+        match items.as_slice() {
+            [one] => Some(*one),
+            _ => None,
+        }
+    };
+    let target = one("variable_list")?;
+    let value = one("expression_list")?;
+    (value.kind() == "function_definition"
+        && matches!(target.kind(), "identifier" | "dot_index_expression"))
+    .then_some((target, value))
 }
 
 /// Go: the `interface { … }` of `type Router interface { … }`, alone or in a group.

@@ -755,6 +755,21 @@ fn ruby_methods_in_class_self_are_the_class_own() {
 }
 
 #[test]
+fn a_lua_function_assigned_to_a_name_is_a_function() {
+    let src = "local M = {}\n\n--- Subtracts.\nM.sub = function(a, b)\n  return a - b\nend\n\nlocal clamp = function(x)\n  return x\nend\n\nlocal a, b = function() end, function() end\nM.n = 3\n\nreturn M\n";
+    assert_eq!(
+        definitions("lua", src),
+        pairs(&[("function", "M.sub"), ("function", "clamp")])
+    );
+    let recs = records("m.lua", "lua", src);
+    assert!(
+        by_qualified(&recs, "M.sub")
+            .text
+            .starts_with("--- Subtracts.\nM.sub = function")
+    );
+}
+
+#[test]
 fn a_go_function_assigned_to_a_package_variable_is_a_function() {
     let src = "package gin\n\n// defaultLogFormatter is the default log format function Logger middleware uses.\nvar defaultLogFormatter = func(param LogFormatterParams) string {\n\treturn param.Path\n}\n\nvar (\n\tone = func() {}\n\ttwo = 2\n)\n\nvar a, b = func() {}, func() {}\n";
     let recs = records("logger.go", "go", src);
