@@ -690,13 +690,10 @@ impl<'s> Walker<'s> {
             }
             "lexical_declaration" | "variable_declaration" => {
                 let mut c = node.walk();
-                let decls: Vec<Node> = node
-                    .named_children(&mut c)
-                    .filter(|n| n.kind() == "variable_declarator")
-                    .collect();
-                let [d] = decls.as_slice() else {
-                    return None;
-                };
+                let d = only(
+                    node.named_children(&mut c)
+                        .filter(|n| n.kind() == "variable_declarator"),
+                )?;
                 (
                     d.child_by_field_name("name")?,
                     d.child_by_field_name("value")?,
@@ -2365,20 +2362,22 @@ fn go_type(node: Node) -> Option<Kind> {
     })
 }
 
+/// The one node of `nodes`, when there is exactly one.
+fn only<'t>(mut nodes: impl Iterator<Item = Node<'t>>) -> Option<Node<'t>> {
+    let first = nodes.next()?;
+    nodes.next().is_none().then_some(first)
+}
+
 /// Go: the one `type_spec` or `type_alias` of a `type` declaration, or the node itself.
 fn go_type_spec(node: Node) -> Option<Node> {
     match node.kind() {
         "type_spec" | "type_alias" => Some(node),
         "type_declaration" => {
             let mut c = node.walk();
-            let specs: Vec<Node> = node
-                .named_children(&mut c)
-                .filter(|n| matches!(n.kind(), "type_spec" | "type_alias"))
-                .collect();
-            let [spec] = specs.as_slice() else {
-                return None;
-            };
-            Some(*spec)
+            only(
+                node.named_children(&mut c)
+                    .filter(|n| matches!(n.kind(), "type_spec" | "type_alias")),
+            )
         }
         _ => None,
     }
@@ -2392,25 +2391,16 @@ fn go_func_var(node: Node) -> Option<(Node, Node)> {
         return None;
     }
     let mut c = node.walk();
-    let specs: Vec<Node> = node
-        .named_children(&mut c)
-        .filter(|n| n.kind() == "var_spec")
-        .collect();
-    let [spec] = specs.as_slice() else {
-        return None;
-    };
+    let spec = only(
+        node.named_children(&mut c)
+            .filter(|n| n.kind() == "var_spec"),
+    )?;
     let mut c = spec.walk();
-    let names: Vec<Node> = spec.children_by_field_name("name", &mut c).collect();
-    let [name] = names.as_slice() else {
-        return None;
-    };
+    let name = only(spec.children_by_field_name("name", &mut c))?;
     let value = spec.child_by_field_name("value")?;
     let mut c = value.walk();
-    let values: Vec<Node> = value.named_children(&mut c).collect();
-    match values.as_slice() {
-        [f] if f.kind() == "func_literal" => Some((*name, *f)),
-        _ => None,
-    }
+    let f = only(value.named_children(&mut c))?;
+    (f.kind() == "func_literal").then_some((name, f))
 }
 
 /// Lua: the target and function of `M.sub = function(a, b) … end` or `local sub =
@@ -2433,11 +2423,7 @@ fn lua_function_value(node: Node) -> Option<(Node, Node)> {
                 .find(|n| n.kind() == kind)?
         };
         let mut c = list.walk();
-        let items: Vec<Node> = list.named_children(&mut c).collect();
-        match items.as_slice() {
-            [one] => Some(*one),
-            _ => None,
-        }
+        only(list.named_children(&mut c))
     };
     let target = one("variable_list")?;
     let value = one("expression_list")?;

@@ -587,6 +587,12 @@ fn ranked_at(
     if params.narrow {
         rank::narrow(&mut candidates, |s, o| doc((s, o)));
     }
+    // Definitions named exactly (and callers of a named definition) stay first: no later
+    // reordering moves them.
+    let fixed = candidates
+        .iter()
+        .take_while(|c| c.2 >= EXACT_SYMBOL)
+        .count();
     let mut pool = Vec::new();
     if let (true, Some(schema), Some((_, stats))) = (
         params.ranker_pool > 0 && effective == Mode::Hybrid && intent == Intent::Natural,
@@ -615,11 +621,6 @@ fn ranked_at(
             vector_floor: vec_hits.last().map_or(0.0, |c| c.2),
             lexical_top: lex_hits.first().map_or(1.0, |c| c.2),
         };
-        // Definitions named exactly (and callers of a named definition) stay first.
-        let fixed = candidates
-            .iter()
-            .take_while(|c| c.2 >= EXACT_SYMBOL)
-            .count();
         let end = (fixed + params.ranker_pool).min(candidates.len());
         let span: Vec<(rank::Key, f64)> = candidates[fixed..end]
             .iter()
@@ -645,10 +646,6 @@ fn ranked_at(
         && intent == Intent::Natural
         && rank::is_question(&req.query)
     {
-        let fixed = candidates
-            .iter()
-            .take_while(|c| c.2 >= EXACT_SYMBOL)
-            .count();
         rank::acts_first(&mut candidates, fixed, |s, o| doc((s, o)));
     }
     // A name or a key shows its documentation among its first answers.
